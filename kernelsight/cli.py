@@ -1,0 +1,50 @@
+"""The ``kernelsight`` command. Each subcommand lives in ``kernelsight.commands.<name>`` with
+``register(subparsers)`` and ``run(args) -> int``; modules are imported only when their
+subcommand runs, so ``kernelsight check`` never pays for torch or litellm."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+
+# name -> one-line help. Order is the order shown by --help.
+SUBCOMMANDS = {
+    "check": "analyse files or folders and report findings (exit 1 when there are findings)",
+    "serve": "run the language server (stdio by default)",
+    "bench": "compile, check and time a kernel against its reference",
+    "optimize": "search for a faster kernel (LLM or built-in tuner), gated by the invariants",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelsight", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"kernelsight {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in SUBCOMMANDS.items():
+        module = importlib.import_module(f"kernelsight.commands.{name}")
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        module.register(sp)
+        sp.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point. Returns the exit status: 0 clean, 1 findings/failure, 2 usage or I/O."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._module.run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
