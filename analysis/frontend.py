@@ -97,6 +97,7 @@ def parse_file(text: str, path: str = "<string>") -> ParsedFile:
             source=_slice(src, full_span),
             has_syntax_error=fn_node.has_error or _has_missing(fn_node),
         )
+        _decorator_params(kernel, decorators, src, parsed.imports, tree.root_node)
         kernel._ts_node = fn_node  # type: ignore[attr-defined]  # front-end private
         kernel._ts_decorators = decorators  # type: ignore[attr-defined]
         if not kernel.has_syntax_error:
@@ -275,9 +276,19 @@ def _params(fn_node, src: SourceLines) -> list[Param]:
                     tree = None
                 default = Expr(vtext, tree, src.span(value_node))
             out.append(Param(node_text(name_node), src.span(name_node),
-                             annotation=node_text(type_node) if type_node is not None else None,
+                             annotation=_annotation_text(type_node),
                              default=default))
     return out
+
+
+def _annotation_text(type_node) -> str | None:
+    """The annotation as written, without the quotes of a string annotation."""
+    if type_node is None:
+        return None
+    text = node_text(type_node).strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1].strip()
+    return text
 
 
 def _to_ast(src: SourceLines, fn_node) -> ast.FunctionDef | None:
@@ -347,6 +358,33 @@ def _mark_helpers(parsed: ParsedFile) -> None:
                     called.add(node.func.id)
     for k in parsed.kernels:
         k.is_helper = k.name in called and k.name not in launched
+
+
+def _decorator_params(kernel: KernelInfo, decorators, src: SourceLines,
+                      imports: dict[str, str], root) -> None:
+    """Fill ``autotune``, ``autotune_keys`` and ``heuristics`` from stacked decorators."""
+    from . import autotune
+
+    for deco in decorators:
+        expr = next((c for c in deco.children if c.is_named), None)
+        if expr is None or expr.type != "call":
+            continue
+        fn = expr.child_by_field_name("function")
+        if fn is None:
+            continue
+        full = resolve(node_text(fn).replace(" ", ""), imports)
+        last = full.split(".")[-1]
+        if not (full.startswith("triton") or full == last):
+            continue
+        args = expr.child_by_field_name("arguments")
+        if args is None:
+            continue
+        if last == "autotune":
+            configs, keys = autotune.parse_autotune(args, src, root)
+            kernel.autotune.extend(configs)
+            kernel.autotune_keys.extend(keys)
+        elif last == "heuristics":
+            kernel.heuristics.update(autotune.parse_heuristics(args, src))
 
 
 def ast_span(node: ast.AST) -> Span:

@@ -28,6 +28,37 @@ class Expr:
     text: str
     tree: ast.expr | None
     span: Span
+    # Where each piece of ``text`` stands in the file, as (text offset, file line, file col)
+    # triples sorted by offset; empty when ``text`` is a contiguous slice of the file starting
+    # at ``span``. Annotations joined from continuation lines have one piece per line.
+    pieces: tuple[tuple[int, int, int], ...] = field(default=(), repr=False, compare=False)
+
+    def position(self, line: int, col: int) -> tuple[int, int]:
+        """The 0-based file (line, col) of 1-based ``line`` / 0-based character ``col`` of
+        ``tree`` (ast numbering; the front end stores character columns)."""
+        rows = self.text.split("\n")
+        offset = sum(len(r) + 1 for r in rows[:max(line - 1, 0)]) + col
+        if not self.pieces:
+            if line <= 1:
+                return self.span.line, self.span.col + col
+            return self.span.line + line - 1, col
+        start, fline, fcol = self.pieces[0]
+        for piece in self.pieces:
+            if piece[0] <= offset:
+                start, fline, fcol = piece
+            else:
+                break
+        return fline, fcol + offset - start
+
+    def span_of(self, node: ast.AST) -> Span:
+        """The file Span of ``node``, a node of ``tree``."""
+        l0, c0 = self.position(node.lineno, node.col_offset)
+        end_line = getattr(node, "end_lineno", None) or node.lineno
+        end_col = getattr(node, "end_col_offset", None)
+        if end_col is None:
+            end_col = node.col_offset
+        l1, c1 = self.position(end_line, end_col)
+        return Span(l0, c0, l1, c1)
 
 
 @dataclass

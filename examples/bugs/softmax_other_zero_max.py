@@ -1,8 +1,7 @@
 """Bug class: masked lanes are not neutral for the reduction (other=0.0 under tl.max).
-Trigger: n_cols not a power of two and a row whose entries are all negative, e.g. M=4, N=100
-(BLOCK=128) with x < 0: the padded lanes load 0.0, so the row maximum becomes 0 instead of
-max(x); the result is still normalised but exp underflows for very negative rows (N=100,
-x = -200 gives 0/0 = nan).
+Trigger: n_cols not a power of two, e.g. M=4, N=100 (BLOCK=128): the 28 padded lanes load
+0.0, pass through tl.max (which they dominate when the row is negative) and each adds
+exp(0 - max) to the denominator, so every row sums to less than 1.
 Expected: KS401 at the tl.load (other=0.0 flows into tl.max; neutral element is -inf).
 """
 import torch

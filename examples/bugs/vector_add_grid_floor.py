@@ -1,7 +1,7 @@
 """Bug class: grid one block short (floor division instead of cdiv).
 Trigger: N=1000 with BLOCK=256: grid (3,) covers z[0:768]; z[768:1000] is never written.
-Expected: KS301 at the `#@ grid` directive (elements 768..999 of Z have no writer); the
-launcher's `n // BLOCK` also matches KS305 at the launch line.
+Expected: KS301 at the tl.store of Z (elements 768..999 have no writer; the cause is the
+`#@ grid` line); the launcher's `n // BLOCK` also matches KS305 at the launch line.
 """
 import torch
 import triton
@@ -27,7 +27,7 @@ BENCH = {
 #@ tensor X = x_ptr[i: N]
 #@ tensor Y = y_ptr[i: N]
 #@ tensor Z = z_ptr[i: N]
-#@ grid (N // BLOCK,)  # BUG(KS301): floor division drops the last partial block
+#@ grid (N // BLOCK,)
 #@ computes Z[i] from X[i], Y[i]
 #@ bench BENCH
 @triton.jit
@@ -38,7 +38,7 @@ def add_kernel(x_ptr, y_ptr, z_ptr, N, BLOCK: tl.constexpr):
     mask = offs < N
     x = tl.load(x_ptr + offs, mask=mask)
     y = tl.load(y_ptr + offs, mask=mask)
-    tl.store(z_ptr + offs, x + y, mask=mask)
+    tl.store(z_ptr + offs, x + y, mask=mask)  # BUG(KS301): grid N // BLOCK leaves the tail of Z unwritten
 
 
 def vector_add(x, y, *, BLOCK=1024, num_warps=4, num_stages=1):

@@ -2,7 +2,8 @@
 Trigger: any N > BLOCK // 2, e.g. N=1000, BLOCK=256: program 0 writes z[0:256], program 1
 z[128:384]; every element past 128 is written by two programs.
 Expected: KS302 at the tl.store (programs pid=0 and pid=1 both write Z[128]); the tile start
-on the `offs = ...` line steps by BLOCK // 2 instead of BLOCK.
+on the `offs = ...` line steps by BLOCK // 2 instead of BLOCK. With the grid of the correct
+kernel the last N // 2 elements are also never written (KS301).
 """
 import torch
 import triton

@@ -1,0 +1,440 @@
+"""The data-flow invariant engine: ``analyze_kernel(kernel, parsed, config)``.
+
+For each constexpr case (autotune configs, launch-site literals, defaults) it interprets the
+kernel abstractly (``interp.Interp``), then runs the per-kernel checks (``checks``) with the z3
+layer (``solver``) and the grid-level checks (``grid``, when present). Results are cached by
+kernel text, position, launch sites and settings. See README.md for the internal API.
+"""
+from __future__ import annotations
+
+import ast
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+
+from ..codes import CODES
+from ..config import Config
+from ..kernel import KernelInfo, ParsedFile
+from ..model import Finding, HoverInfo, InvariantTally, Severity
+from .interp import Budget, Interp
+from .poly import Poly
+from .report import Reporter
+from .solver import SolverContext
+from .values import TRUE, b_not, b_or
+
+MAX_CASES = 3
+
+
+@dataclass
+class KernelAnalysis:
+    """What the engine says about one kernel (all cases together)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    tally: InvariantTally = field(default_factory=InvariantTally)
+    unknowns: int = 0
+    unknown_kinds: dict[str, int] = field(default_factory=dict)
+    status: str = "analysed"
+    hovers: list[HoverInfo] = field(default_factory=list)
+
+
+_CACHE: "OrderedDict[tuple, KernelAnalysis]" = OrderedDict()
+_CACHE_SIZE = 512
+
+
+def analyze_kernel(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAnalysis:
+    """Analyse one kernel.
+
+    Args:
+        kernel: a front-end KernelInfo with ``tree`` set (syntax errors are filtered by api).
+        parsed: its file (helpers, launch sites, imports, lines).
+        config: settings (budgets, solver timeout, max-elements).
+
+    Returns:
+        KernelAnalysis; status ``"budget"`` (plus a KS911 information finding) when the
+        wall-time budget ``config.kernel_budget_ms`` ran out. Never raises on odd kernels:
+        unmodelled constructs are counted in ``unknown_kinds``.
+    """
+    key = _cache_key(kernel, parsed, config)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        return hit
+    result = _analyze(kernel, parsed, config)
+    _CACHE[key] = result
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return result
+
+
+def _cache_key(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> tuple:
+    helpers = tuple((k.name, k.source) for k in parsed.kernels if k.name != kernel.name)
+    launches = tuple((l.kernel, l.span, tuple((a.name, a.source, a.expr.text) for a in l.args),
+                      tuple(g.text for g in l.grid or ()))
+                     for l in parsed.launches if l.kernel == kernel.name)
+    return (kernel.name, kernel.source, kernel.span, helpers, launches, config.key())
+
+
+def constexpr_cases(kernel: KernelInfo, parsed: ParsedFile) -> tuple[list[dict], dict]:
+    """The concrete constexpr assignments to analyse, and the names with no known value.
+
+    Sources, later ones winning: parameter defaults, literal keyword/positional arguments at
+    launch sites in the file, each ``triton.Config`` of ``@triton.autotune`` (one case each,
+    at most MAX_CASES).
+    """
+    base: dict = {}
+    cx = [p for p in kernel.params if p.is_constexpr]
+    for p in cx:
+        if p.default is not None and p.default.tree is not None:
+            v = _literal(p.default.tree)
+            if v is not _NO:
+                base[p.name] = v
+    launch = _launch_for(kernel, parsed)
+    if launch is not None:
+        names = [p.name for p in kernel.params]
+        pos = 0
+        for arg in launch.args:
+            name = arg.name
+            if name is None:
+                name = names[pos] if pos < len(names) else None
+                pos += 1
+            p = kernel.param(name) if name else None
+            if p is None or not p.is_constexpr:
+                continue
+            v = _NO
+            if arg.source and arg.source[0] == "int":
+                v = arg.source[1]
+            elif arg.expr.tree is not None:
+                v = _literal(arg.expr.tree)
+                if v is _NO and isinstance(arg.expr.tree, ast.Name):
+                    # `BLOCK=BLOCK` inside a launcher `def f(..., BLOCK=128)`
+                    v = _launcher_default(parsed, launch, arg.expr.tree.id)
+            if v is not _NO:
+                base[name] = v
+    cases = []
+    for cfg in kernel.autotune[:MAX_CASES]:
+        case = dict(base)
+        for k, v in cfg.kwargs.items():
+            if isinstance(v, (int, float, str, bool)):
+                case[k] = v
+        cases.append(case)
+    if not cases:
+        cases = [base]
+    missing = {p.name: None for p in cx if all(p.name not in c for c in cases)}
+    # constexpr flags with no value (`if IS_CAUSAL:`): analyse both settings
+    flags = [n for n in _flag_names(kernel) if n in missing]
+    if flags:
+        split = []
+        for case in cases:
+            for value in (False, True):
+                split.append(dict(case, **{f: value for f in flags}))
+        cases = split[:max(MAX_CASES, 2)]
+        for f in flags:
+            missing.pop(f, None)
+    return cases, missing
+
+
+def _flag_names(kernel: KernelInfo) -> list[str]:
+    names: list[str] = []
+    if kernel.tree is None:
+        return names
+    for n in ast.walk(kernel.tree):
+        test = n.test if isinstance(n, (ast.If, ast.IfExp)) else None
+        if test is None:
+            continue
+        bare = [test]
+        while bare:
+            t = bare.pop()
+            if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not):
+                bare.append(t.operand)
+                continue
+            if isinstance(t, ast.BoolOp):
+                bare.extend(t.values)
+                continue
+            if isinstance(t, ast.Name) and t.id not in names:
+                p = kernel.param(t.id)
+                if p is not None and p.is_constexpr:
+                    names.append(t.id)
+    return names
+
+
+_NO = object()
+
+
+def _literal(tree: ast.expr):
+    try:
+        v = ast.literal_eval(tree)
+    except (ValueError, SyntaxError, TypeError, RecursionError):
+        if isinstance(tree, ast.Attribute):  # tl.float16 as a constexpr value
+            return tree.attr
+        return _NO
+    if isinstance(v, (int, float, str, bool)):
+        return v
+    return _NO
+
+
+_MODULE_CACHE: dict[int, tuple] = {}
+
+
+def _launcher_default(parsed: ParsedFile, launch, name: str):
+    """The literal default of parameter ``name`` of the function that holds the launch."""
+    if not launch.function:
+        return _NO
+    hit = _MODULE_CACHE.get(id(parsed))
+    if hit is None or hit[0] is not parsed:
+        try:
+            tree = ast.parse(parsed.text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        hit = (parsed, tree)
+        _MODULE_CACHE.clear()
+        _MODULE_CACHE[id(parsed)] = hit
+    tree = hit[1]
+    if tree is None:
+        return _NO
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == launch.function:
+            a = node.args
+            pos = a.posonlyargs + a.args
+            pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults))
+            pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            for arg, d in pairs:
+                if arg.arg == name:
+                    return _literal(d)
+            # a plain assignment `BLOCK = 1024` in the launcher's body
+            for st in node.body:
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                        isinstance(st.targets[0], ast.Name) and st.targets[0].id == name:
+                    return _literal(st.value)
+    return _NO
+
+
+def _launch_for(kernel: KernelInfo, parsed: ParsedFile):
+    for l in parsed.launches:
+        if l.kernel == kernel.name:
+            return l
+    return None
+
+
+def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAnalysis:
+    t0 = time.perf_counter()
+    deadline = t0 + config.kernel_budget_ms / 1000.0
+    out = KernelAnalysis()
+    if kernel.tree is None:
+        out.status = "syntax-error"
+        return out
+    cases, missing = constexpr_cases(kernel, parsed)
+    rep = Reporter(kernel, config)
+    unknown_kinds: Counter = Counter()
+    launch = _launch_for(kernel, parsed)
+    fallback = dict(missing)
+    budget_reason = None
+    shared_cache: dict = {}
+    for ci, case in enumerate(cases):
+        it = Interp(kernel, parsed, config, case, deadline, record_hovers=(ci == 0),
+                    fallback=fallback)
+        try:
+            it.run()
+        except Budget as exc:
+            budget_reason = str(exc)
+            if ci == 0:
+                unknown_kinds.update(it.unknown_kinds)
+            break
+        except RecursionError:
+            budget_reason = "expression nesting too deep"
+            break
+        if ci == 0:
+            unknown_kinds.update(it.unknown_kinds)
+        facts, templates = _assumptions(it)
+        solver = SolverContext(it.terms, {k: int(v) for k, v in it.consts.items()
+                                          if isinstance(v, (int, bool))},
+                               it.runtime_params, facts, _pid_bounds(it),
+                               config.solver_timeout_ms, config.max_size)
+        solver.templates = templates
+        solver._cache = shared_cache
+        solver.deadline = deadline
+        try:
+            from .checks import run_checks
+            run_checks(it, solver, rep, launch)
+            try:
+                from . import grid  # grid-level checks (KS3xx, KS205), when present
+            except ImportError:
+                grid = None
+            if grid is not None and hasattr(grid, "run_grid_checks"):
+                grid.run_grid_checks(it, solver, rep, kernel, parsed, config)
+        except Budget as exc:
+            budget_reason = str(exc)
+        if ci == 0:
+            out.hovers = _hovers(it, rep)
+        if budget_reason or time.perf_counter() > deadline:
+            budget_reason = budget_reason or "time budget exhausted"
+            break
+    out.findings = rep.findings
+    out.tally = rep.tally
+    out.unknown_kinds = dict(unknown_kinds)
+    out.unknowns = sum(unknown_kinds.values())
+    if budget_reason:
+        out.status = "budget"
+        info = CODES["KS911"]
+        out.findings.append(Finding(
+            code="KS911", message=f"{info.title}: {budget_reason} (after "
+            f"{(time.perf_counter() - t0) * 1000:.0f} ms; budget {config.kernel_budget_ms} ms)",
+            span=kernel.name_span, severity=info.severity, kernel=kernel.name))
+    return out
+
+
+def _universal_names(it: Interp) -> dict[int, set[str]]:
+    """Per assume directive, the names that stand for every value of their range: not a
+    parameter, tensor or function, and not used in a tensor size or the grid."""
+    ann = it.kernel.annotations
+    elsewhere: Counter = Counter()
+    per: dict[int, set[str]] = {}
+
+    def names(tree):
+        out = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and isinstance(getattr(n, "ctx", None), ast.Load):
+                out.add(n.id)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                out.discard(n.func.id)
+        return out
+
+    for i, d in enumerate(ann.assumes):
+        s = set()
+        for e in d.exprs:
+            if e.tree is not None:
+                s |= names(e.tree)
+        per[i] = s
+        elsewhere.update(s)
+    fixed: set[str] = set(it.params) | set(it.decl_names)
+    for decl in ann.tensors.values():
+        for dim in decl.dims:
+            if dim.size.tree is not None:
+                fixed |= names(dim.size.tree)
+    if ann.grid is not None:
+        for e in ann.grid.axes:
+            if e.tree is not None:
+                fixed |= names(e.tree)
+    # A name used only in assume/computes directives is bound per directive (the spec's
+    # `p` in `TokenIds[p]` recurs in several facts, each meaning "for every p").
+    return {i: {n for n in s if n not in fixed} for i, s in per.items()}
+
+
+def _assumptions(it: Interp) -> tuple[list, list]:
+    """``#@ assume`` facts as BoolExprs (plus ``size >= 1`` for free size symbols), and the
+    universally quantified ones as templates for ``SolverContext.templates``."""
+    out = []
+    templates = []
+    universal = _universal_names(it)
+    for i, d in enumerate(it.kernel.annotations.assumes):
+        uvars = universal.get(i, set())
+        for e in d.exprs:
+            if e.tree is None:
+                continue
+            b = _annot_bool(it, e.tree)
+            if b is None:
+                continue
+            if uvars:
+                trig = _triggers(it, b, uvars)
+                used = {u for _, u, _ in trig}
+                if used == set(uvars) or (used and used >= {u for u in uvars
+                                                          if _mentions(it, b, u)}):
+                    templates.append((b, tuple(sorted(used)), trig))
+                continue
+            out.append(b)
+    for decl in it.kernel.annotations.tensors.values():
+        sizes = it.decl_sizes(decl) or []
+        for s in sizes:
+            for a in s.atoms():
+                if a not in it.consts and a[0] not in "%@?{" and not a.startswith("pid"):
+                    from .values import cmp
+                    out.append(cmp(">=", Poly.atom(a), Poly.const(1)))
+    return out, templates
+
+
+def _triggers(it: Interp, b, uvars: set[str]) -> list:
+    from .values import b_polys
+    trig = []
+    for p in b_polys(b):
+        for a in it.terms.deep_atoms(p):
+            if a[0] != "{":
+                continue
+            op, args = it.terms.defs.get(a, ("", ()))
+            if op != "read":
+                continue
+            base, off = args
+            for u in uvars:
+                if off.coefficient_of(u) == Poly.const(1):
+                    rest = off.without_atom(u)
+                    if rest.is_const() and (base, u, rest.constant) not in trig:
+                        trig.append((base, u, rest.constant))
+    return trig
+
+
+def _mentions(it: Interp, b, u: str) -> bool:
+    from .values import b_polys
+    return any(u in it.terms.deep_atoms(p) for p in b_polys(b))
+
+
+def _annot_bool(it: Interp, tree: ast.expr):
+    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and \
+            tree.func.id == "implies" and len(tree.args) == 2:
+        a, b = _annot_bool(it, tree.args[0]), _annot_bool(it, tree.args[1])
+        if a is None or b is None:
+            return None
+        return b_or(b_not(a), b)
+    try:
+        v = it.annot_eval(tree)
+    except Exception:
+        return None
+    if v.kind == "bool" and not v.shape and v.mask is not None:
+        if v.mask[0] == "opaque":
+            return None
+        return v.mask
+    return None
+
+
+def _pid_bounds(it: Interp) -> dict:
+    g = it.kernel.annotations.grid
+    out: dict = {}
+    if g is None:
+        return out
+    for axis, e in enumerate(g.axes[:3]):
+        p = it.annot_poly(e.tree)
+        if p is not None:
+            out[axis] = p
+    for axis in range(len(g.axes), 3):
+        out[axis] = Poly.const(1)
+    return out
+
+
+def _hovers(it: Interp, rep: Reporter) -> list[HoverInfo]:
+    from .render import show, show_mask
+    hovers = list(it.hovers)
+    for acc in it.accesses:
+        key = (acc.span.line, acc.span.col, acc.span.end_line, acc.span.end_col)
+        shape = "[" + ", ".join(str(n) for n in acc.shape) + "]"
+        title = f"{'tl.load' if acc.kind == 'load' else 'tl.store' if acc.kind == 'store' else 'atomic'}" \
+                f" {acc.base or '?'} + offset, tile{shape}"
+        tags = [f"offset = {show(acc.offset, it)}"]
+        tags.append("mask = " + (show_mask(acc.mask, it) if acc.mask is not None else
+                                 "none (every lane)"))
+        v = acc.value
+        if v is not None and v.tags:
+            from .render import describe_value
+            tags += describe_value("value", v, it)[1]
+        hovers.append(HoverInfo(span=acc.span, title=title,
+                                shape=tuple(str(n) for n in acc.shape), tags=tags,
+                                invariants=list(rep.invariants.get(key, [])),
+                                counterexample=rep.cex_at.get(key)))
+    for ob in it.obligations:
+        if ob.kind == "dot":
+            key = (ob.span.line, ob.span.col, ob.span.end_line, ob.span.end_col)
+            if not any(h.span == ob.span for h in hovers):
+                hovers.append(HoverInfo(span=ob.span, title="tl.dot",
+                                        invariants=list(rep.invariants.get(key, [])),
+                                        counterexample=rep.cex_at.get(key)))
+    return hovers
+
+
+__all__ = ["KernelAnalysis", "analyze_kernel", "constexpr_cases"]

@@ -1,0 +1,825 @@
+"""Per-kernel checks on what the interpreter recorded: bounds (KS101-KS107), int32 overflow
+(KS110), tag invariants (KS201-KS204), numerics (KS401, KS402).
+
+Each check states an obligation, tries a cheap syntactic proof first, then asks the solver for
+a violation. ``sat`` -> a finding with the model as counterexample; ``unsat`` -> proved;
+timeout -> unproved (counted, never reported).
+"""
+from __future__ import annotations
+
+import ast
+import math
+
+from ..model import Related, Span
+from .access import Access
+from .interp import Interp, _src
+from .poly import ZERO, Poly, fmt
+from .render import INDEX_NAMES, show, show_mask
+from .report import Reporter, counterexample, insert_kwarg_fix, related_chain, replace_fix
+from .solver import INT32_MAX, Domain, Result, SolverContext
+from .values import (FINITE, POSITIVE, TRUE, UNKNOWN, b_and, b_not, b_or, cmp, conjuncts,
+                     pad_value_ok)
+
+
+def run_checks(it: Interp, solver: SolverContext, rep: Reporter, launch) -> None:
+    done: set[int] = set()  # accesses that already have a bounds finding
+    for acc in it.accesses:
+        _check_overflow(it, solver, rep, acc)
+    for acc in it.accesses:
+        if acc.base is not None and acc.base in it.decls:
+            if _check_declared(it, solver, rep, acc):
+                done.add(acc.id)
+    for acc in it.accesses:
+        if acc.id not in done and _check_mask_not_applied(it, solver, rep, acc):
+            done.add(acc.id)
+    for acc in it.accesses:
+        if acc.id not in done and _check_inferred_extent(it, solver, rep, acc):
+            done.add(acc.id)
+    for acc in it.accesses:
+        if acc.id not in done:
+            _check_unmasked_beside_masked(it, solver, rep, acc)
+    if launch is not None:
+        for acc in it.accesses:
+            _check_foreign_stride(it, rep, acc, launch)
+    for ob in it.obligations:
+        if ob.kind in ("mix", "dot"):
+            _check_tags(it, solver, rep, ob)
+        elif ob.kind == "pad":
+            _check_pad(it, solver, rep, ob)
+        elif ob.kind == "assert":
+            _check_assert(it, solver, rep, ob)
+    for acc in it.accesses:
+        if acc.kind == "store" and acc.base in it.decls:
+            _check_store_alignment(it, solver, rep, acc)
+    _check_low_precision(it, rep)
+
+
+# ------------------------------------------------------------------------- helpers
+def _op_name(acc: Access) -> str:
+    return {"load": "tl.load", "store": "tl.store", "atomic": "atomic"}[acc.kind] + (
+        "" if acc.via == "ptr" else f" ({'block pointer' if acc.via == 'blockptr' else 'descriptor'})")
+
+
+def _nonneg(it: Interp, p: Poly, solver: SolverContext | None = None) -> bool | None:
+    """True when ``p`` is provably >= 0: after substituting constexpr values every
+    coefficient is >= 0 and every atom is non-negative (indices, program ids, loop counters,
+    parameters; ``x % y`` when ``x`` is, since Triton's remainder takes the dividend's sign;
+    ``x // y``, ``min``, ``max`` when their operands are, or when the solver proves the
+    opaque term non-negative once per kernel case). None when an atom has unknown sign."""
+    p = _concretize(it, p)
+    for m, c in p.terms.items():
+        if c < 0 and m:
+            return False
+        if c < 0:
+            # a negative constant can be covered by a positive term only with more reasoning
+            return False
+        for a in m:
+            k = a[0]
+            if k in "%@" or a.startswith("pid") or a in it.consts:
+                continue
+            if k in "?":
+                return None
+            if k == "{":
+                if not _opaque_nonneg(it, a, solver):
+                    return None
+    return True
+
+
+def _opaque_nonneg(it: Interp, a: str, solver: SolverContext | None) -> bool:
+    op, args = it.terms.defs.get(a, ("unknown", ()))
+    if op == "mod":
+        return _nonneg(it, args[0], solver) is True
+    if op in ("div", "min", "max"):
+        if all(_nonneg(it, x, solver) is True for x in args if isinstance(x, Poly)):
+            return True
+        if solver is None:
+            return False
+        cache = solver.__dict__.setdefault("_nonneg_lemmas", {})
+        if a not in cache:
+            res = solver.query([cmp("<", Poly.atom(a), ZERO)], Domain(), small_first=False)
+            cache[a] = res.status == "unsat"
+        return cache[a]
+    return False
+
+
+def _concretize(it: Interp, p: Poly) -> Poly:
+    consts = {a: Poly.const(int(v)) for a in p.atoms() if a in it.consts
+              for v in [it.consts[a]] if isinstance(v, int)}
+    return p.subst(consts) if consts else p
+
+
+def _has_unknown_atoms(it: Interp, p: Poly) -> bool:
+    for a in it.terms.deep_atoms(p):
+        if a[0] == "?":
+            return True
+        if a[0] == "{" and it.terms.defs.get(a, ("",))[0] in ("read", "bits", "where"):
+            return True
+    return False
+
+
+def _mask_has_opaque(mask) -> bool:
+    if mask is None:
+        return False
+    t = mask[0]
+    if t == "opaque":
+        return True
+    if t in ("and", "or"):
+        return any(_mask_has_opaque(x) for x in mask[1])
+    if t == "not":
+        return _mask_has_opaque(mask[1])
+    return False
+
+
+def _guards_ok(acc_or_guards) -> bool:
+    gs = acc_or_guards.guards if hasattr(acc_or_guards, "guards") else acc_or_guards
+    return not any(_mask_has_opaque(g) for g in gs)
+
+
+def _related_access(it: Interp, acc: Access) -> list[Related]:
+    return related_chain(it, [acc.ptr_node, acc.mask_node], acc.line)
+
+
+def _bound_conjuncts(it: Interp, mask):
+    """Mask conjuncts of the form ``e < n`` (or ``e <= n - 1``) where ``e`` holds the index /
+    program / loop atoms and ``n`` only parameters and constants: (e, n, conjunct)."""
+    out = []
+    for c in conjuncts(mask):
+        if c[0] != "cmp" or c[1] not in ("<", "<="):
+            continue
+        d = c[2]
+        idx = {}
+        bound = {}
+        for m, k in d.terms.items():
+            if any(a[0] in "%@{?" or a.startswith("pid") for a in m):
+                idx[m] = k
+            else:
+                bound[m] = k
+        e, nb = Poly(idx), -Poly(bound)
+        if not idx:
+            continue
+        if c[1] == "<=":
+            nb = nb + 1
+        # e must be the "positive" side: offsets grow with it
+        if any(k < 0 for k in idx.values()) and not any(k > 0 for k in idx.values()):
+            continue
+        out.append((e, nb, c))
+    return out
+
+
+# ------------------------------------------------------------------------- KS110
+def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Access) -> None:
+    if not acc.risks:
+        return
+    limit = it.config.max_elements
+    for r in acc.risks:
+        text = f"int32 product {r.left} * {r.right} <= 2^31 - 1"
+        if limit <= INT32_MAX:
+            rep.outcome("proved", text, acc.span)
+            continue
+        res = _overflow_witness(it, solver, r.poly, limit)
+        method = "enumeration"
+        if res is None:
+            method = "smt"
+            cond = [cmp(">", r.poly, Poly.const(INT32_MAX)),
+                    cmp("<", r.poly, Poly.const(limit))]
+            dom = Domain((), list(acc.loops), list(acc.guards) if _guards_ok(acc) else [])
+            hint = [cmp("==", Poly.atom(a), Poly.const(4096)) for a in sorted(r.poly.atoms())
+                    if a in it.runtime_params][:1]
+            res = solver.query(cond + hint, dom, small_first=False) if hint else \
+                Result("unknown")
+            if res.status != "sat":
+                res = solver.query(cond, dom, small_first=False)
+        status = rep.outcome(res, text, acc.span)
+        if status != "refuted":
+            continue
+        cex = counterexample(res, it, (), acc.loops, {f"{r.left} * {r.right}": r.poly},
+                             method=method, notes=[f"{r.left} * {r.right} = "
+                                    f"{_eval(it, res, r.poly)} > 2^31 - 1 = {INT32_MAX} "
+                                    f"(tensors up to max-elements = {limit})"])
+        fixes = []
+        pid_stmt = _pid_assignment(it, r.pid_name) if r.pid_name else None
+        if pid_stmt is not None:
+            call = pid_stmt.value
+            fixes.append(replace_fix(call, _src(it.parsed, call) + ".to(tl.int64)",
+                                     f"Widen {r.pid_name} to int64"))
+        elif r.left:
+            line = r.line
+            lt = r.left
+            fixes.append(_edit_left_operand(it, r))
+        fixes = [f for f in fixes if f is not None]
+        rel = [Related(Span(r.line, r.col, r.line, r.end_col),
+                       f"int32 product {r.left} * {r.right}")] + _related_access(it, acc)
+        rep.report("KS110", f"int32 offset can overflow: {r.left} * {r.right} passes 2^31 - 1 "
+                   f"for large tensors (cast a factor to tl.int64 before multiplying)",
+                   acc.span, cex, rel, fixes, dedupe=("KS110", acc.span.line, acc.span.col))
+        return
+
+
+def _overflow_witness(it: Interp, solver: SolverContext, p: Poly, limit: int) -> Result | None:
+    """Without assumptions, a direct witness: every run-time argument of the product = 4096
+    (a common row length), other atoms 0, and the smallest program id 0 that passes 2^31 - 1.
+    None when assumptions exist or the product is not increasing in program id 0."""
+    if solver.assumptions or solver.pid_bounds:
+        return None
+    env = {}
+    for a in p.atoms():
+        if a in it.consts:
+            continue
+        env[a] = 4096 if a in it.runtime_params else 0
+    env["pid0"] = 0
+    look = lambda a: env.get(a, int(it.consts.get(a, 0)) if isinstance(it.consts.get(a, 0), int)
+                             else 0)
+    try:
+        c0 = it.terms.evaluate(p, look)
+        env["pid0"] = 1
+        slope = it.terms.evaluate(p, look) - c0
+    except Exception:
+        return None
+    if slope <= 0:
+        return None
+    pid = (INT32_MAX + 1 - c0 + slope - 1) // slope
+    env["pid0"] = max(pid, 0)
+    val = it.terms.evaluate(p, look)
+    if not (INT32_MAX < val < limit) or env["pid0"] > INT32_MAX:
+        return None
+    return Result("sat", {a: v for a, v in env.items()})
+
+
+def _pid_assignment(it: Interp, name: str):
+    for stmt in it.assign_nodes.get(name, []):
+        v = getattr(stmt, "value", None)
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and \
+                v.func.attr == "program_id":
+            return stmt
+    return None
+
+
+def _edit_left_operand(it: Interp, r):
+    from ..model import Fix, TextEdit
+    start = r.col
+    end = start + len(r.left)
+    line = it.parsed.lines[r.line] if r.line < len(it.parsed.lines) else ""
+    if line[start:end] != r.left:
+        return None
+    return Fix("Widen to int64 before the multiplication",
+               (TextEdit(Span(r.line, start, r.line, end), f"({r.left}).to(tl.int64)"),))
+
+
+def _eval(it: Interp, res: Result, p: Poly):
+    def env(a):
+        if a in res.model:
+            return res.model[a]
+        c = it.consts.get(a)
+        return int(c) if isinstance(c, int) else 0
+    try:
+        return it.terms.evaluate(p, env, lambda b, o: res.reads.get((b, o), 0))
+    except Exception:
+        return "?"
+
+
+# ------------------------------------------------------------------------- KS101 / KS106
+def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Access) -> bool:
+    decl = it.decls[acc.base]
+    if acc.offset is None or _mask_has_opaque(acc.mask):
+        rep.outcome("unproved", f"{decl.name} in bounds", acc.span)
+        return False
+    coords = it.decompose(decl, acc.offset)
+    if coords is None:
+        rep.report("KS106", f"{_op_name(acc)} offset {show(acc.offset, it)} does not decompose "
+                   f"over the strides declared for {decl.name}", acc.span,
+                   related=_related_access(it, acc))
+        return True
+    sizes = it.decl_sizes(decl)
+    if sizes is None:
+        return False
+    mask = acc.mask if acc.mask is not None else TRUE
+    bounds = _bound_conjuncts(it, mask)
+    for d, c, size in zip(decl.dims, coords, sizes):
+        text = f"0 <= {decl.name}.{d.name} = {show(c, it)} < {show(size, it)}"
+        lower_ok = _nonneg(it, c, solver) is True
+        upper_ok = any(e == c and n == size for e, n, _ in bounds) or (
+            c.is_const() and size.is_const() and c.const_value() < size.const_value())
+        if lower_ok and upper_ok:
+            rep.outcome("proved", text, acc.span)
+            continue
+        viol = b_or(cmp("<", c, ZERO), cmp(">=", c, size))
+        if lower_ok:
+            viol = cmp(">=", c, size)
+        res = solver.query([mask, viol], _dom(acc))
+        if rep.outcome(res, text, acc.span) != "refuted":
+            continue
+        v = _eval(it, res, c)
+        s = _eval(it, res, size)
+        cex = counterexample(res, it, acc.shape, acc.loops,
+                             {f"{decl.name}.{d.name}": c, d.size.text: size, "offset": acc.offset})
+        fixes = _mask_fixes(it, acc)
+        verb = "writes" if acc.kind != "load" else "reads"
+        rep.report("KS101", f"{_op_name(acc)} {verb} {decl.name}[{d.name} = {v}] outside "
+                   f"0 <= {d.name} < {d.size.text} = {s} for an enabled lane", acc.span, cex,
+                   _related_access(it, acc), fixes, dedupe=("bounds", acc.span.line,
+                                                            acc.span.col, "KS101"))
+        return True
+    return False
+
+
+def _dom(acc: Access) -> Domain:
+    return Domain(acc.shape, list(acc.loops), list(acc.guards) if _guards_ok(acc) else [])
+
+
+def _mask_fixes(it: Interp, acc: Access) -> list:
+    if acc.mask is not None or acc.via != "ptr":
+        return []
+    cand = _fitting_masks(it, acc)
+    if not cand:
+        return []
+    name = cand[0][0]
+    f = insert_kwarg_fix(it, acc.node, f"mask={name}", f"Apply the mask `{name}`")
+    return [f] if f else []
+
+
+# ------------------------------------------------------------------------- KS104
+def _fitting_masks(it: Interp, acc: Access):
+    """Named bounds masks whose index atoms all occur in this access's offset."""
+    if acc.offset is None or not acc.shape:
+        return []
+    off_atoms = {a for a in it.terms.deep_atoms(acc.offset)
+                 if a[0] in "%@" or a.startswith("pid")}
+    out = []
+    seen = set()
+    for name, mv, stmt in it.masks:
+        if name in seen or stmt.lineno - 1 > acc.line:
+            continue
+        if it.bshape(mv.shape, acc.shape) != acc.shape or len(mv.shape) != len(acc.shape):
+            continue
+        m = it.align(mv, acc.shape).mask
+        bc = _bound_conjuncts(it, m)
+        if not bc or len(bc) != len(conjuncts(m)):
+            continue
+        ok = True
+        for e, n, _ in bc:
+            ea = {a for a in it.terms.deep_atoms(e) if a[0] in "%@" or a.startswith("pid")}
+            if not ea or not ea <= off_atoms or not any(a[0] == "%" for a in ea):
+                ok = False
+        if ok:
+            seen.add(name)
+            out.append((name, m, stmt))
+    return out
+
+
+def _check_mask_not_applied(it: Interp, solver: SolverContext, rep: Reporter,
+                            acc: Access) -> bool:
+    if acc.mask is not None or acc.via != "ptr" or not acc.shape:
+        return False
+    for name, m, stmt in _fitting_masks(it, acc):
+        text = f"mask `{name}` holds for every lane of this access"
+        res = solver.query([b_not(m)], _dom(acc))
+        if rep.outcome(res, text, acc.span) != "refuted":
+            continue
+        bad = [c for c in conjuncts(m)]
+        vals = {}
+        for e, n, c in _bound_conjuncts(it, m):
+            vals[show(e, it)] = e
+            vals[show(n, it)] = n
+        vals["offset"] = acc.offset
+        cex = counterexample(res, it, acc.shape, acc.loops, vals,
+                             notes=[f"`{name}` is false for this lane, which the access "
+                                    f"still performs"])
+        fix = insert_kwarg_fix(it, acc.node, f"mask={name}", f"Apply the mask `{name}`")
+        sp = Span(stmt.lineno - 1, stmt.col_offset, stmt.lineno - 1, stmt.col_offset)
+        rel = [Related(sp, f"`{name}` computed here")] + _related_access(it, acc)
+        return rep.report("KS104", f"{_op_name(acc)} does not apply the computed mask `{name}`,"
+                          f" which fits its offsets: lanes outside it are accessed", acc.span,
+                          cex, rel, [fix] if fix else [],
+                          dedupe=("bounds", acc.span.line, acc.span.col, "KS104"))
+    return False
+
+
+# ------------------------------------------------------------------------- KS102 / KS105
+def _check_inferred_extent(it: Interp, solver: SolverContext, rep: Reporter,
+                           acc: Access) -> bool:
+    if acc.offset is None or acc.base is None or acc.via != "ptr" or acc.kind == "atomic":
+        return False
+    if acc.base in it.decls or _mask_has_opaque(acc.mask):
+        return False
+    if _has_unknown_atoms(it, acc.offset):
+        return False
+    mask = acc.mask if acc.mask is not None else TRUE
+    off = acc.offset
+    checks = []
+    nn = _nonneg(it, off, solver)
+    if nn is False:
+        checks.append(("neg", cmp("<", off, ZERO), f"offset {show(off, it)} >= 0"))
+    for e, n, c in _bound_conjuncts(it, mask):
+        diff = off - e
+        dc = diff.const_value()
+        if dc is not None and dc > 0:
+            checks.append(("upper", cmp(">=", off, n),
+                           f"offset {show(off, it)} < {show(n, it)} (extent from the mask)"))
+    for kind, viol, text in checks:
+        res = solver.query([mask, viol], _dom(acc))
+        if rep.outcome(res, text, acc.span) != "refuted":
+            continue
+        offv = _eval(it, res, off)
+        code = "KS102"
+        where_span = None
+        if acc.kind == "load":
+            for w in it.wheres:
+                if acc.id in w.loads and w.shape == acc.shape:
+                    chk = solver.query([mask, viol, w.discard], _dom(acc))
+                    if chk.status == "sat":
+                        code, res, where_span = "KS105", chk, w.span
+                        offv = _eval(it, res, off)
+                        break
+        vals = {"offset": off}
+        for e, n, _ in _bound_conjuncts(it, mask):
+            vals[show(n, it)] = n
+        cex = counterexample(res, it, acc.shape, acc.loops, vals)
+        rel = _related_access(it, acc)
+        fixes = []
+        if kind == "neg":
+            bound_txt = f"{acc.base}[{offv}]"
+            msg = (f"{_op_name(acc)} offset {show(off, it)} = {offv} is negative for an enabled "
+                   f"lane: it reads {bound_txt}, before the tensor")
+            if acc.kind == "store":
+                msg = msg.replace("reads", "writes")
+            fix = _guard_fix(it, acc)
+            if fix:
+                fixes.append(fix)
+        else:
+            msg = (f"{_op_name(acc)} offset {show(off, it)} = {offv} reaches past the extent "
+                   f"its mask implies")
+        if code == "KS105":
+            rel.append(Related(where_span, "tl.where evaluates the load in every lane, also "
+                               "the ones it discards"))
+            msg += "; the enclosing tl.where does not guard the memory access"
+        return rep.report(code, msg, acc.span, cex, rel, fixes,
+                          dedupe=("bounds", acc.span.line, acc.span.col, code))
+    return False
+
+
+def _guard_fix(it: Interp, acc: Access):
+    """Add ``& (offset >= 0)`` to the mask when the offset text is ``base + <offset>``."""
+    if acc.ptr_node is None or acc.mask_node is None:
+        return None
+    ptr_txt = _src(it.parsed, acc.ptr_node)
+    base = acc.base or ""
+    if not ptr_txt.startswith(base + " + "):
+        return None
+    off_txt = ptr_txt[len(base) + 3:]
+    from ..frontend import ast_span
+    from ..model import Fix, TextEdit
+    mtxt = _src(it.parsed, acc.mask_node)
+    edits = [TextEdit(ast_span(acc.mask_node), f"({mtxt}) & ({off_txt} >= 0)")]
+    if acc.kind == "load" and acc.other_node is None:
+        f = insert_kwarg_fix(it, acc.node, "other=0", "")
+        if f:
+            edits.append(f.edits[0])
+    return Fix("Mask the lanes whose offset is negative", tuple(edits))
+
+
+# ------------------------------------------------------------------------- KS103
+def _check_unmasked_beside_masked(it: Interp, solver: SolverContext, rep: Reporter,
+                                  acc: Access) -> None:
+    if acc.mask is not None or acc.via != "ptr" or not acc.shape or acc.offset is None:
+        return
+    if acc.base is None or _has_unknown_atoms(it, acc.offset):
+        return
+    for other in it.accesses:
+        if other is acc or other.base != acc.base or other.mask is None or other.offset is None:
+            continue
+        if _mask_has_opaque(other.mask):
+            continue
+        for e, n, _ in _bound_conjuncts(it, other.mask):
+            rest = other.offset - e
+            if it.terms.index_vars(rest):
+                continue
+            # the masked access says the valid offsets are rest + [0, n)
+            rel_off = acc.offset - rest
+            viol = b_or(cmp(">=", rel_off, n), cmp("<", rel_off, ZERO))
+            text = f"offset within the extent of line {other.line + 1}'s mask"
+            res = solver.query([viol], _dom(acc))
+            if rep.outcome(res, text, acc.span) != "refuted":
+                return
+            cex = counterexample(res, it, acc.shape, acc.loops,
+                                 {"offset": acc.offset, show(n, it): n})
+            rel = [Related(other.span, f"masked access of {acc.base}: "
+                           f"{show_mask(other.mask, it)}")] + _related_access(it, acc)
+            fix = None
+            if other.mask_node is not None:
+                mt = _src(it.parsed, other.mask_node)
+                if isinstance(other.mask_node, ast.Name):
+                    fix = insert_kwarg_fix(it, acc.node, f"mask={mt}",
+                                           f"Apply the mask `{mt}`")
+            rep.report("KS103", f"{_op_name(acc)} through {acc.base} is unmasked while line "
+                       f"{other.line + 1} masks the same pointer: this lane leaves that extent",
+                       acc.span, cex, rel, [fix] if fix else [],
+                       dedupe=("bounds", acc.span.line, acc.span.col, "KS103"))
+            return
+
+
+# ------------------------------------------------------------------------- KS107
+def _check_foreign_stride(it: Interp, rep: Reporter, acc: Access, launch) -> None:
+    if acc.offset is None or acc.base is None:
+        return
+    src = _launch_sources(it, launch)
+    bsrc = src.get(acc.base)
+    if not bsrc or bsrc[0] != "tensor":
+        return
+    tensor = bsrc[1]
+    for a in sorted(acc.offset.atoms()):
+        s = src.get(a)
+        if s and s[0] == "stride" and s[1] != tensor:
+            rep.report("KS107", f"{_op_name(acc)} addresses {acc.base} (tensor `{tensor}` at the "
+                       f"launch) with {a} = {s[1]}.stride({s[2]}), a stride of another tensor",
+                       acc.span, None,
+                       [Related(launch.span, "launch site")] + _related_access(it, acc),
+                       dedupe=("KS107", acc.span.line, acc.span.col, a))
+
+
+def _launch_sources(it: Interp, launch) -> dict:
+    out = {}
+    params = [p.name for p in it.kernel.params]
+    pos = 0
+    for arg in launch.args:
+        if arg.name is None:
+            if pos < len(params):
+                out[params[pos]] = arg.source
+            pos += 1
+        else:
+            out[arg.name] = arg.source
+    return {k: v for k, v in out.items() if v}
+
+
+# ------------------------------------------------------------------------- KS201/202
+def _check_tags(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
+    d = ob.data
+    dim = d["dim"]
+    if ob.kind == "dot":
+        ca, cb = d["ca"], d["cb"]
+        text = f"a.{dim} == b.{dim} at tl.dot"
+        shape = ob.shape
+    else:
+        ca, cb = d["a"].coord, d["b"].coord
+        text = f"equal {dim} coordinates combined"
+        shape = ob.shape
+    if ca == cb:
+        rep.outcome("proved", text, ob.span)
+        return
+    dom = Domain(shape, list(ob.loops), list(ob.guards) if _guards_ok(ob.guards) else [])
+    res = solver.query([cmp("!=", ca, cb)], dom)
+    if rep.outcome(res, text, ob.span) != "refuted":
+        return
+    ta, tb = d["a"], d["b"]
+    va, vb = _eval(it, res, ca), _eval(it, res, cb)
+    lines = sorted({ta.line, tb.line})
+    rel = [Related(Span(l, 0, l, len(it.parsed.lines[l]) if l < len(it.parsed.lines) else 0),
+                   f"tags {ta.tensor if l == ta.line else tb.tensor}.{dim} created by this load")
+           for l in lines]
+    node = ob.node
+    nodes = list(getattr(node, "args", [])) if isinstance(node, ast.Call) else \
+        [getattr(node, "left", None), getattr(node, "right", None)]
+    rel += related_chain(it, [n for n in nodes if n is not None], ob.span.line)
+    if ob.kind == "dot":
+        cex = counterexample(res, it, (), ob.loops,
+                             {f"a.{dim}": ca, f"b.{dim}": cb},
+                             notes=[f"a.{dim} = {show(ca, it).replace('i', 'k')} = {va}   "
+                                    f"b.{dim} = {show(cb, it).replace('i', 'k')} = {vb}"])
+        k = res.model.get("%0", 0)
+        cex.element = {"k": k}
+        rep.report("KS201", f"tl.dot contracts unequal coordinates: a.{dim} != b.{dim} "
+                   f"({ta.tensor}.{dim} = {va}, {tb.tensor}.{dim} = {vb})", ob.span, cex, rel)
+    else:
+        cex = counterexample(res, it, shape, ob.loops, {f"a.{dim}": ca, f"b.{dim}": cb})
+        rep.report("KS202", f"elementwise operation combines {ta.tensor}.{dim} = {va} with "
+                   f"{tb.tensor}.{dim} = {vb}", ob.span, cex, rel)
+
+
+# ------------------------------------------------------------------------- KS203
+def _check_store_alignment(it: Interp, solver: SolverContext, rep: Reporter,
+                           acc: Access) -> None:
+    v = acc.value
+    if v is None or v.kind != "data" or not v.tags or acc.offset is None:
+        return
+    decl = it.decls[acc.base]
+    coords = it.decompose(decl, acc.offset)
+    if coords is None:
+        return
+    mask = acc.mask if acc.mask is not None else TRUE
+    if _mask_has_opaque(mask):
+        return
+    for d, c in zip(decl.dims, coords):
+        t = v.tags.get(d.name)
+        if t is None:
+            continue
+        text = f"stored value's {d.name} tag equals the store coordinate"
+        if t.coord == c:
+            rep.outcome("proved", text, acc.span)
+            continue
+        res = solver.query([mask, cmp("!=", t.coord, c)], _dom(acc))
+        if rep.outcome(res, text, acc.span) != "refuted":
+            continue
+        vs, vt = _eval(it, res, c), _eval(it, res, t.coord)
+        cex = counterexample(res, it, acc.shape, acc.loops,
+                             {f"{decl.name}.{d.name} (store)": c,
+                              f"value.{d.name} ({t.tensor})": t.coord})
+        rel = [Related(Span(t.line, 0, t.line, len(it.parsed.lines[t.line])),
+                       f"value tagged {t.tensor}.{d.name} = {show(t.coord, it)}")]
+        rel += _related_access(it, acc)
+        rep.report("KS203", f"tl.store writes {decl.name}[{d.name} = {vs}] with a value computed "
+                   f"for {d.name} = {vt} ({t.tensor}.{d.name})", acc.span, cex, rel)
+        return
+
+
+# ------------------------------------------------------------------------- KS401
+_NEUTRAL = {"max": ("-inf", 'float("-inf")'), "argmax": ("-inf", 'float("-inf")'),
+            "min": ("+inf", 'float("inf")'), "argmin": ("+inf", 'float("inf")'),
+            "sum": ("0", "0.0")}
+
+
+def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
+    pad = ob.data["pad"]
+    red = ob.data["reduction"]
+    ok = pad_value_ok(pad.value, red)
+    acc = next((a for a in it.accesses if a.id == pad.load_id), None)
+    text = f"masked lanes of line {pad.line + 1} neutral for tl.{ob.data['fn']}"
+    if ok is None:
+        rep.outcome("unproved", text, ob.span)
+        return
+    if ok:
+        rep.outcome("proved", text, ob.span)
+        return
+    if acc is None or _mask_has_opaque(pad.mask):
+        rep.outcome("unproved", text, ob.span)
+        return
+    # the padding matters only if some lane is actually masked off
+    dom = Domain(ob.shape, list(ob.loops), list(ob.guards) if _guards_ok(ob.guards) else [])
+    res = solver.query([b_not(pad.mask)], dom)
+    if rep.outcome(res, text, acc.span) != "refuted":
+        return
+    raw = pad.other_src
+    transformed = not _same_value(pad.value, acc.other, raw)
+    want = _NEUTRAL.get(red)
+    fixes = []
+    if want is not None:
+        neutral_text = want[1]
+        if red == "sum" and transformed:
+            neutral_text = 'float("-inf")'  # exp(-inf - m) = 0 is the identity downstream
+        if acc.other_node is not None:
+            fixes.append(replace_fix(acc.other_node, neutral_text,
+                                     f"Pad masked lanes with {neutral_text}"))
+        else:
+            f = insert_kwarg_fix(it, acc.node, f"other={neutral_text}",
+                                 f"Pad masked lanes with {neutral_text}")
+            if f:
+                fixes.append(f)
+    shown = _show_pad(pad.value)
+    cex = counterexample(res, it, ob.shape, ob.loops, {"masked lane value": shown},
+                         notes=[f"mask {show_mask(pad.mask, it)} is false for this lane"])
+    rel = [Related(ob.span, f"tl.{ob.data['fn']} reduces over the masked lanes, which hold "
+                   f"{shown}" + (f" (from other={raw})" if transformed else ""))]
+    rel += _related_access(it, acc)
+    ident = want[0] if want else "its identity"
+    rep.report("KS401", f"masked lanes are loaded as {raw} and reach tl.{ob.data['fn']} as "
+               f"{shown}, not its identity {ident}", acc.span, cex, rel, fixes,
+               dedupe=("KS401", acc.span.line, acc.span.col))
+
+
+def _same_value(value, other_v, raw) -> bool:
+    if other_v is None:
+        return value == 0.0
+    c = other_v.const
+    if isinstance(c, (int, float)) and not isinstance(c, bool):
+        return isinstance(value, float) and (value == c or (math.isnan(value) and math.isnan(c)))
+    return False
+
+
+def _show_pad(v) -> str:
+    if isinstance(v, float):
+        if v == -math.inf:
+            return "-inf"
+        if v == math.inf:
+            return "+inf"
+        return repr(v)
+    return {FINITE: "a finite value", POSITIVE: "a positive value"}.get(v, str(v))
+
+
+# ------------------------------------------------------------------------- KS402
+def _check_low_precision(it: Interp, rep: Reporter) -> None:
+    for c in it.carried:
+        if not c.read_in_body or c.exit.kind != "data" or c.init.kind not in ("data", "int"):
+            continue
+        if c.exit.dtype not in ("fp16", "bf16") or c.init.dtype not in ("fp16", "bf16", None):
+            continue
+        if c.init.dtype is None and c.init.kind != "data":
+            continue
+        node = c.update_node or c.loop
+        sp = Span(node.lineno - 1, node.col_offset, node.lineno - 1,
+                  len(it.parsed.lines[node.lineno - 1]))
+        fixes = []
+        init_stmt = None
+        for stmt in it.assign_nodes.get(c.name, []):
+            if stmt.lineno - 1 < c.loop_line:
+                init_stmt = stmt
+        if init_stmt is not None and isinstance(getattr(init_stmt, "value", None), ast.Call):
+            for kw in init_stmt.value.keywords:
+                if kw.arg == "dtype":
+                    fixes.append(replace_fix(kw.value, "tl.float32",
+                                             "Accumulate in float32"))
+        rel = []
+        if init_stmt is not None:
+            isp = Span(init_stmt.lineno - 1, init_stmt.col_offset, init_stmt.lineno - 1,
+                       len(it.parsed.lines[init_stmt.lineno - 1]))
+            rel.append(Related(isp, f"{c.name} starts as {c.init.dtype or 'a low-precision'} "
+                               f"value"))
+        rep.report("KS402", f"`{c.name}` accumulates across the loop in {c.exit.dtype}",
+                   sp, None, rel, fixes)
+
+
+# ------------------------------------------------------------------------- KS204
+def _check_assert(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
+    d = ob.data["directive"]
+    env = ob.data["env"]
+    tree = ob.node
+    text = d.raw.strip()
+    try:
+        cond, shape = _assert_expr(it, tree, env)
+    except _NotModelled:
+        rep.outcome("unproved", text, d.span)
+        return
+    dom = Domain(shape, list(ob.loops), list(ob.guards) if _guards_ok(ob.guards) else [])
+    res = solver.query([b_not(cond)], dom)
+    if rep.outcome(res, text, d.span) != "refuted":
+        return
+    cex = counterexample(res, it, shape, ob.loops, {})
+    rep.report("KS204", f"#@ assert {text} does not hold", d.span, cex,
+               related_chain(it, [tree], d.line))
+
+
+class _NotModelled(Exception):
+    pass
+
+
+def _assert_expr(it: Interp, tree: ast.expr, env: dict):
+    """Evaluate an assert over tags (``v.dim``) and scalars. Tiles' index variables are
+    unified per tag axis: each tag operand that depends on one axis gets the variable %0."""
+    shape: list = []
+
+    def operand(n) -> Poly:
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            v = env.get(n.value.id)
+            if v is None or n.attr not in v.tags:
+                raise _NotModelled
+            c = v.tags[n.attr].coord
+            vars_ = sorted(it.terms.index_vars(c))
+            if len(vars_) > 1:
+                raise _NotModelled
+            if vars_:
+                k = vars_[0]
+                n_axis = v.shape[k]
+                if not shape:
+                    shape.append(n_axis)
+                else:
+                    shape[0] = min(shape[0], n_axis)
+                c = it.terms.subst(c, {f"%{k}": Poly.atom("%0")}) if k else c
+            return c
+        if isinstance(n, ast.Name):
+            v = env.get(n.id)
+            if v is None or v.kind != "int" or v.poly is None or v.shape:
+                raise _NotModelled
+            return v.poly
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return Poly.const(n.value)
+        if isinstance(n, ast.BinOp):
+            a, b = operand(n.left), operand(n.right)
+            if isinstance(n.op, ast.Add):
+                return a + b
+            if isinstance(n.op, ast.Sub):
+                return a - b
+            if isinstance(n.op, ast.Mult):
+                return a * b
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -operand(n.operand)
+        raise _NotModelled
+
+    def boolean(n):
+        if isinstance(n, ast.Compare):
+            out = TRUE
+            left = operand(n.left)
+            for op, r in zip(n.ops, n.comparators):
+                right = operand(r)
+                sym = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+                       ast.NotEq: "!="}.get(type(op))
+                if sym is None:
+                    raise _NotModelled
+                out = b_and(out, cmp(sym, left, right))
+                left = right
+            return out
+        if isinstance(n, ast.BoolOp):
+            parts = [boolean(x) for x in n.values]
+            return b_and(*parts) if isinstance(n.op, ast.And) else b_or(*parts)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return b_not(boolean(n.operand))
+        raise _NotModelled
+
+    cond = boolean(tree)
+    return cond, tuple(shape)

@@ -1,0 +1,81 @@
+"""Readable text for values, tags, masks and counterexamples (hover and finding messages)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .poly import Poly, fmt
+from .values import V, b_fmt
+
+INDEX_NAMES = "ijlmnpqrs"
+
+
+def atom_names(interp) -> dict[str, str]:
+    """Display names: tile index vars as i, j, ...; program ids and loop counters by the
+    variable that holds them."""
+    names = {f"%{k}": INDEX_NAMES[k] for k in range(len(INDEX_NAMES))}
+    for a, n in interp.names.items():
+        names[a] = n
+    for a in ("pid0", "pid1", "pid2"):
+        names.setdefault(a, a)
+    return names
+
+
+def show(p: Poly | None, interp) -> str:
+    if p is None:
+        return "?"
+    return fmt(p, atom_names(interp))
+
+
+def show_mask(m, interp) -> str:
+    return b_fmt(m, atom_names(interp))
+
+
+def describe_value(name: str, v: V, interp) -> tuple[str, list[str]]:
+    """(title, tag formulas) for hover, e.g. ``a: tile[64, 32] fp16 (loaded from A)``."""
+    shape = "[" + ", ".join(str(n) for n in v.shape) + "]"
+    idx = ", ".join(INDEX_NAMES[k] for k in range(len(v.shape)))
+    dt = f" {v.dtype}" if v.dtype else ""
+    if v.kind == "int":
+        width = f"int{v.width}"
+        kind = f"tile{shape} {width}" if v.shape else f"{width} scalar"
+        title = f"{name}: {kind}"
+        if v.poly is not None:
+            title += f" = {show(v.poly, interp)}"
+    elif v.kind == "ptr":
+        kind = f"pointer tile{shape}" if v.shape else "pointer"
+        title = f"{name}: {kind} = {v.base} + {show(v.poly, interp)}"
+    elif v.kind == "bool":
+        kind = f"mask{shape}" if v.shape else "condition"
+        title = f"{name}: {kind} = {show_mask(v.mask, interp)}"
+    elif v.kind == "data":
+        src = sorted({t.tensor for t in v.tags.values()})
+        origin = f" (from {', '.join(src)})" if src else ""
+        title = f"{name}: tile{shape}{dt}{origin}" if v.shape else f"{name}: scalar{dt}{origin}"
+    elif v.kind == "blockptr":
+        title = f"{name}: block pointer {list(v.const['block'])} into {v.const['base'].base}"
+    elif v.kind == "desc":
+        title = f"{name}: tensor descriptor {list(v.const['block'])} of {v.const['base'].base}"
+    elif v.kind == "const":
+        title = f"{name}: constant {v.const!r}"
+    elif v.kind == "unknown":
+        title = f"{name}: not modelled ({v.why})"
+    else:
+        title = f"{name}: {v.kind}"
+    tags = []
+    if v.tags:
+        by_tensor: dict[str, list[str]] = {}
+        for d, t in v.tags.items():
+            by_tensor.setdefault(t.tensor, []).append(f"{d} = {show(t.coord, interp)}")
+        lhs = f"{name}[{idx}]" if idx else name
+        for tensor, parts in by_tensor.items():
+            tags.append(f"{lhs} <- {tensor}[{', '.join(parts)}]")
+    if v.pads:
+        for p in v.pads:
+            tags.append(f"masked lanes of line {p.line + 1} hold {_pad(p.value)}")
+    return title, tags
+
+
+def _pad(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value).replace("inf", "inf")
+    return str(value)

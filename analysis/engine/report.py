@@ -1,0 +1,172 @@
+"""How a check reports: obligations (proved/refuted/unproved, counted in the InvariantTally and
+shown in hovers), findings with a Counterexample built from a solver model, the ``related``
+chain (a backward slice over assignments) and mechanical fixes.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from ..codes import CODES
+from ..frontend import ast_span
+from ..model import (Counterexample, Finding, Fix, InvariantTally, Related, Severity, Span,
+                     TextEdit)
+from .interp import Interp, _src
+from .poly import Poly
+from .render import INDEX_NAMES, atom_names
+from .solver import Result, SolverContext
+
+
+class Reporter:
+    """Collects findings and the tally of one kernel (all cases)."""
+
+    def __init__(self, kernel, config):
+        self.kernel = kernel
+        self.config = config
+        self.findings: list[Finding] = []
+        self.tally = InvariantTally()
+        self.invariants: dict[tuple, list[tuple[str, str]]] = {}  # span key -> (status, text)
+        self.cex_at: dict[tuple, Counterexample] = {}
+        self._seen: set[tuple] = set()
+
+    def outcome(self, res: Result | str, text: str, span: Span) -> str:
+        """Count one obligation: ``sat`` -> refuted, ``unsat``/"proved" -> proved."""
+        status = res if isinstance(res, str) else {"sat": "refuted", "unsat": "proved"}.get(
+            res.status, "unproved")
+        if status == "proved":
+            self.tally.proved += 1
+        elif status == "refuted":
+            self.tally.refuted += 1
+        else:
+            self.tally.unproved += 1
+        key = (span.line, span.col, span.end_line, span.end_col)
+        lst = self.invariants.setdefault(key, [])
+        if (status, text) not in lst:
+            lst.append((status, text))
+        return status
+
+    def report(self, code: str, message: str, span: Span, cex: Counterexample | None = None,
+               related: list[Related] | None = None, fixes: list[Fix] | None = None,
+               dedupe: tuple | None = None) -> bool:
+        """Add a finding unless one with the same ``dedupe`` key (default: code + span) exists
+        or the code is not selected. Returns True when added."""
+        if not self.config.enabled(code):
+            return False
+        key = dedupe or (code, span.line, span.col)
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        info = CODES.get(code)
+        sev = info.severity if info else Severity.WARNING
+        f = Finding(code=code, message=message, span=span, severity=sev,
+                    kernel=self.kernel.name, counterexample=cex, related=related or [],
+                    fixes=fixes or [])
+        self.findings.append(f)
+        if cex is not None:
+            self.cex_at.setdefault((span.line, span.col, span.end_line, span.end_col), cex)
+        return True
+
+
+def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
+                   values: dict[str, Any] | None = None, method: str = "smt",
+                   notes: list[str] | None = None) -> Counterexample:
+    """Build a Counterexample from a solver model: program ids, element, loop iterations,
+    sizes (runtime parameters in the model + this case's constexprs) and named values (Polys
+    are evaluated under the model)."""
+    m = res.model
+    names = atom_names(it)
+    axes = [a for a in range(3) if f"pid{a}" in m]
+    pid = None
+    if axes:
+        pid = tuple(m.get(f"pid{a}", 0) for a in range(max(axes) + 1))
+    element = {INDEX_NAMES[k]: m.get(f"%{k}", 0) for k in range(len(shape))}
+    loop = {}
+    for l in loops:
+        if l.atom in m:
+            loop[names.get(l.atom, l.var)] = m[l.atom]
+    sizes: dict[str, int] = {}
+    for a, v in sorted(m.items()):
+        if a[0] in "%@?{" or a.startswith("pid"):
+            continue
+        sizes[a] = v
+    for k, v in it.consts.items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            sizes.setdefault(k, v)
+    out_vals: dict[str, Any] = {}
+
+    def env(a: str) -> int:
+        if a in m:
+            return m[a]
+        c = it.consts.get(a)
+        if isinstance(c, int):
+            return int(c)
+        return 0
+
+    def reads(base, off):
+        return res.reads.get((base, off), 0)
+
+    for k, v in (values or {}).items():
+        if isinstance(v, Poly):
+            try:
+                out_vals[k] = it.terms.evaluate(v, env, reads)
+            except Exception:
+                out_vals[k] = "?"
+        else:
+            out_vals[k] = v
+    return Counterexample(program_id=pid, element=element, loop=loop, sizes=sizes,
+                          values=out_vals, method=method, notes=list(notes or []))
+
+
+def related_chain(it: Interp, nodes: list[ast.AST], before_line: int, limit: int = 8,
+                  extra: list[Related] | None = None) -> list[Related]:
+    """The assignments that produced the names used in ``nodes`` (a backward slice), in
+    program order, at most ``limit`` entries."""
+    seen_stmts: set[int] = set()
+    out: list[tuple[int, Related]] = []
+    work: list[str] = []
+    for n in nodes:
+        if n is None:
+            continue
+        work.extend(x.id for x in ast.walk(n) if isinstance(x, ast.Name))
+    seen_names: set[str] = set()
+    while work and len(out) < limit:
+        name = work.pop(0)
+        if name in seen_names:
+            continue
+        seen_names.add(name)
+        for stmt in it.assign_nodes.get(name, []):
+            if id(stmt) in seen_stmts:
+                continue
+            seen_stmts.add(id(stmt))
+            sp = ast_span(stmt)
+            text = _src(it.parsed, stmt)
+            if len(text) > 100:
+                text = text[:97] + "..."
+            out.append((sp.line, Related(Span(sp.line, sp.col, sp.line,
+                                              len(it.parsed.lines[sp.line])
+                                              if sp.line < len(it.parsed.lines) else sp.end_col),
+                                         text)))
+            value = getattr(stmt, "value", None)
+            if value is not None:
+                work.extend(x.id for x in ast.walk(value) if isinstance(x, ast.Name))
+    rel = [r for _, r in sorted(out, key=lambda t: t[0])]
+    return (extra or []) + rel
+
+
+def insert_kwarg_fix(it: Interp, call: ast.Call, text: str, title: str) -> Fix | None:
+    """Insert ``, text`` before the closing parenthesis of ``call``."""
+    if call.end_lineno is None or call.end_col_offset is None:
+        return None
+    line = call.end_lineno - 1
+    col = call.end_col_offset - 1
+    src_line = it.parsed.lines[line] if line < len(it.parsed.lines) else ""
+    if col < 0 or col >= len(src_line) or src_line[col] != ")":
+        return None
+    # a trailing comma before ')' already separates
+    prev = src_line[:col].rstrip()
+    sep = " " if prev.endswith(",") else ", "
+    return Fix(title, (TextEdit(Span(line, col, line, col), f"{sep}{text}"),))
+
+
+def replace_fix(node: ast.AST, text: str, title: str) -> Fix:
+    return Fix(title, (TextEdit(ast_span(node), text),))

@@ -1,0 +1,469 @@
+"""The z3 layer: turns Polys and BoolExprs into z3 terms, adds the domains of every atom, and
+answers satisfiability queries within ``config.solver_timeout_ms``.
+
+A query asks for values that make a *violation* true. ``sat`` = refuted (the model is the
+counterexample), ``unsat`` = proved, ``unknown`` (timeout, nonlinear give-up) = unproved: an
+information, never an error. z3 is imported lazily (first query), so files whose obligations
+are all settled by the cheap syntactic fast paths never load it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .poly import Poly
+from .values import Terms, b_polys
+
+INT32_MAX = 2 ** 31 - 1
+# Hardware limits of the launch grid: axis 0 up to 2^31 - 1 programs, axes 1 and 2 up to 65535.
+PID_LIMIT = {0: INT32_MAX, 1: 65535, 2: 65535}
+# Bounds tried first when a violation exists, so that counterexamples use readable sizes.
+SMALL = {"param": 4096, "pid": 64, "iter": 16}
+
+
+@dataclass
+class Loop:
+    """An enclosing loop: ``var = lo + atom * step`` for ``atom`` in ``0 .. trips-1``.
+
+    ``hi`` None means unbounded (while loops, unknown bounds). ``step`` may be symbolic;
+    its sign is taken from its constant value when known, else assumed positive.
+    """
+
+    var: str
+    atom: str
+    lo: Poly
+    hi: Poly | None
+    step: Poly
+    line: int
+    kind: str = "range"
+
+
+@dataclass
+class Domain:
+    """Where the atoms of a query live: the tile shape of the index variables, the loops
+    around the program point and its path conditions (scalar BoolExprs)."""
+
+    shape: tuple = ()
+    loops: list = field(default_factory=list)
+    guards: list = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    status: str  # "sat" | "unsat" | "unknown"
+    model: dict[str, int] = field(default_factory=dict)
+    reads: dict[tuple, int] = field(default_factory=dict)
+
+
+class SolverContext:
+    """Per-kernel-case solver: atom kinds, constexpr values, assumptions, grid bounds.
+
+    Args:
+        terms: the opaque-term registry of the interpreter.
+        consts: constexpr name -> concrete int of this case.
+        params: runtime integer parameter names (sizes, strides), each ``0 <= p <= max_size``.
+        assumptions: BoolExprs over params/constexprs that hold everywhere (``#@ assume``).
+        pid_bounds: axis -> exclusive upper bound Poly (from ``#@ grid`` or a launch site).
+        timeout_ms: per-query z3 time limit.
+    """
+
+    def __init__(self, terms: Terms, consts: dict[str, int], params: Iterable[str],
+                 assumptions: list, pid_bounds: dict[int, Poly], timeout_ms: int,
+                 max_size: int = INT32_MAX):
+        self.terms = terms
+        self.consts = consts
+        self.params = set(params)
+        self.assumptions = list(assumptions)
+        self.pid_bounds = pid_bounds
+        self.timeout_ms = max(1, int(timeout_ms))
+        self.max_size = max_size
+        self.queries = 0
+        self.seconds = 0.0
+        self._conv = None
+        self._assume_z3: list = []
+        self.deadline: float | None = None
+        # (BoolExpr, universal atoms, [(read base, atom, constant)]) from #@ assume
+        self.templates: list = []
+        self._cache: dict[Any, Result] = {}
+
+    # -- public ---------------------------------------------------------------------------
+    def query(self, conds: list, dom: Domain, small_first: bool = True,
+              extra_atoms: Iterable[str] = ()) -> Result:
+        """Find atom values satisfying every BoolExpr in ``conds`` within ``dom``.
+
+        Conjuncts of ``conds`` and guards that share no atom (transitively) with the last
+        condition (the violation) are dropped: they cannot change its satisfiability unless
+        they are unsatisfiable on their own (an access whose mask is never true).
+        Results are cached per kernel across constexpr cases, keyed by the conditions and
+        the constexpr values they use.
+        """
+        conds, dom = self._slice(conds, dom)
+        used: set[str] = set(extra_atoms)
+        for e in list(conds) + list(dom.guards):
+            for p in b_polys(e):
+                used |= self.terms.deep_atoms(p)
+        loops = tuple((l.atom, l.lo, l.hi, l.step) for l in dom.loops)
+        for l in dom.loops:
+            for p in (l.lo, l.step, l.hi):
+                if p is not None:
+                    used |= self.terms.deep_atoms(p)
+        cvals = tuple(sorted((a, self.consts[a]) for a in used if a in self.consts))
+        pid_axes = {int(a[3]) for a in used if a.startswith("pid") and a[3:4].isdigit()}
+        bounds = tuple(sorted((ax, b) for ax, b in self.pid_bounds.items() if ax in pid_axes))
+        key = (tuple(conds), dom.shape, loops, tuple(dom.guards), cvals, bounds,
+               small_first, tuple(self.assumptions), id(self.templates) if self.templates
+               else None)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        import time
+        t0 = time.perf_counter()
+        if self.deadline is not None and t0 > self.deadline:
+            return Result("unknown")
+        try:
+            res = self._query(conds, dom, small_first, extra_atoms)
+        except Exception:  # z3 exceptions (e.g. on exotic terms) mean "not proved"
+            res = Result("unknown")
+        self.seconds += time.perf_counter() - t0
+        self._cache[key] = res
+        return res
+
+    def _slice(self, conds: list, dom: Domain):
+        from .values import conjuncts
+        if not conds:
+            return conds, dom
+        goal = conds[-1]
+        parts = [c for x in conds[:-1] for c in conjuncts(x)] + list(dom.guards)
+        atoms_of_part = []
+        for c in parts:
+            a: set[str] = set()
+            for p in b_polys(c):
+                a |= self.terms.deep_atoms(p)
+            atoms_of_part.append(a)
+        rel: set[str] = set()
+        for p in b_polys(goal):
+            rel |= self.terms.deep_atoms(p)
+        rel -= set(self.consts)
+        keep = [False] * len(parts)
+        changed = True
+        while changed:
+            changed = False
+            for i, a in enumerate(atoms_of_part):
+                if not keep[i] and (a - set(self.consts)) & rel:
+                    keep[i] = True
+                    rel |= a
+                    changed = True
+        kept = [c for c, k in zip(parts, keep) if k]
+        guards = [g for g in dom.guards if g in kept]
+        premise = [c for c in kept if c not in guards]
+        loops = [l for l in dom.loops if l.atom in rel]
+        return premise + [goal], Domain(dom.shape, loops, guards)
+
+    # -- internals ------------------------------------------------------------------------
+    def _query(self, conds, dom: Domain, small_first: bool, extra_atoms) -> Result:
+        import z3
+        self.queries += 1
+        if self._conv is None:
+            self._conv = _Converter(z3, self)
+            self._assume_z3 = [self._conv.boolexpr(a) for a in self.assumptions]
+        conv = self._conv
+        exprs = list(conds) + list(dom.guards)
+        body = [conv.boolexpr(c) for c in exprs]
+        used: set[str] = set(extra_atoms)
+        for e in exprs:
+            for p in b_polys(e):
+                used |= self.terms.deep_atoms(p)
+        inst, inst_atoms = self._instances(conv, used)
+        body += inst
+        used |= inst_atoms
+        for l in dom.loops:
+            used.add(l.atom)
+            used |= self.terms.deep_atoms(l.lo) | self.terms.deep_atoms(l.step)
+            if l.hi is not None:
+                used |= self.terms.deep_atoms(l.hi)
+        axes = {int(a[3]) for a in used if a.startswith("pid") and a[3:4].isdigit()}
+        for axis, bound in self.pid_bounds.items():
+            if axis in axes and bound is not None:
+                used |= self.terms.deep_atoms(bound)
+        domain, small = conv.domains(used, dom)
+        s = z3.Solver()
+        s.set("timeout", self.timeout_ms)
+        s.add(*body, *self._assume_z3, *domain)
+        r = s.check()
+        if r == z3.sat:
+            if small_first and small:
+                s.push()
+                s.add(*small)
+                if s.check() == z3.sat:
+                    return self._model(s.model(), conv, used)
+                s.pop()
+                s.check()
+            return self._model(s.model(), conv, used)
+        if r == z3.unsat:
+            return Result("unsat")
+        return Result("unknown")
+
+    def _instances(self, conv, used: set[str]) -> tuple[list, set[str]]:
+        """Instantiate the universally quantified assumptions (``#@ assume TokenIds[p] < n``)
+        at the memory reads of this query: a template read ``T[u + c]`` matched against a
+        query read ``T[o]`` gives ``u := o - c``. Two rounds (instances create reads)."""
+        out: list = []
+        atoms: set[str] = set()
+        if not self.templates:
+            return out, atoms
+        from .values import b_map
+        done: set = set()
+        pool = set(used)
+        for _round in range(2):
+            reads = []
+            for a in pool:
+                if a[0] == "{":
+                    d = self.terms.defs.get(a)
+                    if d and d[0] == "read":
+                        reads.append(d[1])
+            new_atoms: set[str] = set()
+            for ti, (tmpl, uvars, triggers) in enumerate(self.templates):
+                cands: dict[str, list] = {u: [] for u in uvars}
+                for base, off in reads:
+                    for tb, u, c in triggers:
+                        if tb == base and u in cands:
+                            val = off - Poly.const(c)
+                            if val not in cands[u]:
+                                cands[u].append(val)
+                combos = [{}]
+                for u in uvars:
+                    combos = [dict(cmb, **{u: v}) for cmb in combos for v in cands[u]][:16]
+                for cmb in combos:
+                    if len(cmb) != len(uvars):
+                        continue
+                    key = (ti, tuple(sorted((u, v.key()) for u, v in cmb.items())))
+                    if key in done:
+                        continue
+                    done.add(key)
+                    inst = b_map(tmpl, lambda p: self.terms.subst(p, cmb))
+                    out.append(conv.boolexpr(inst))
+                    for p in b_polys(inst):
+                        new_atoms |= self.terms.deep_atoms(p)
+            atoms |= new_atoms
+            if new_atoms <= pool:
+                break
+            pool |= new_atoms
+        return out, atoms
+
+    def _model(self, m, conv, used: set[str]) -> Result:
+        out: dict[str, int] = {}
+        for name in used:
+            var = conv.vars.get(name)
+            if var is None:
+                continue
+            v = m.eval(var, model_completion=True)
+            try:
+                out[name] = v.as_long()
+            except Exception:
+                continue
+        reads: dict[tuple, int] = {}
+        for a in used:
+            if a[0] != "{":
+                continue
+            d = self.terms.defs.get(a)
+            if not d or d[0] != "read":
+                continue
+            try:
+                t = conv.opaque[a]
+                off_z = conv.poly(d[1][1])
+                reads[(d[1][0], m.eval(off_z, model_completion=True).as_long())] = \
+                    m.eval(t, model_completion=True).as_long()
+            except Exception:
+                pass
+        return Result("sat", out, reads)
+
+
+class _Converter:
+    """Polys/BoolExprs to z3, memoised for the life of a SolverContext (building z3 terms
+    through the Python API dominates query time otherwise)."""
+
+    def __init__(self, z3, ctx: SolverContext):
+        self.z3 = z3
+        self.ctx = ctx
+        self.vars: dict[str, Any] = {}
+        self.atom_dom: dict[str, list] = {}
+        self.atom_small: dict[str, list] = {}
+        self.funcs: dict[str, Any] = {}
+        self.opaque: dict[str, Any] = {}
+        self.opaque_side: dict[str, list] = {}
+        self._poly_cache: dict[Any, Any] = {}
+        self._bool_cache: dict[Any, Any] = {}
+
+    def domains(self, used: set[str], dom: Domain) -> tuple[list, list]:
+        domain: list = []
+        small: list = []
+        for a in used:
+            if a in self.ctx.consts:
+                continue
+            self.atom(a)
+            domain += self.atom_dom.get(a, [])
+            domain += self.opaque_side.get(a, [])
+            small += self.atom_small.get(a, [])
+        # index variables and program ids may carry a suffix (``%0'``, ``pid0'``: a second
+        # element or program, as grid-level checks use); the digit names the axis
+        for a in used:
+            if a[0] == "%" and a[1:2].isdigit():
+                k = int(_digits(a[1:]))
+                if k < len(dom.shape):
+                    domain.append(self.vars[a] < dom.shape[k])
+            elif a.startswith("pid") and a[3:4].isdigit():
+                bound = self.ctx.pid_bounds.get(int(a[3]))
+                if bound is not None:
+                    domain.append(self.vars[a] < self.poly(bound))
+        for l in dom.loops:
+            domain += self.loop(l)
+        return domain, small
+
+    def atom(self, a: str):
+        z3 = self.z3
+        if a in self.ctx.consts:
+            return z3.IntVal(self.ctx.consts[a])
+        if a[0] == "{":
+            return self.opaque_term(a)
+        v = self.vars.get(a)
+        if v is None:
+            v = z3.Int(a)
+            self.vars[a] = v
+            dom: list = []
+            small: list = []
+            c = a[0]
+            if c == "%":
+                dom.append(v >= 0)
+            elif a.startswith("pid") and a[3:4].isdigit():
+                axis = int(a[3])
+                dom += [v >= 0, v < PID_LIMIT.get(axis, 65535)]
+                small.append(v <= SMALL["pid"])
+            elif c == "@":
+                dom.append(v >= 0)
+                small.append(v <= SMALL["iter"])
+            elif c == "?":
+                pass
+            else:
+                dom += [v >= 0, v <= self.ctx.max_size]
+                small += [v <= SMALL["param"], v >= 1]
+            self.atom_dom[a] = dom
+            self.atom_small[a] = small
+        return v
+
+    def loop(self, l: Loop) -> list:
+        it = self.atom(l.atom)
+        if l.hi is None:
+            return []
+        value = self.poly(l.lo) + it * self.poly(l.step)
+        sc = l.step.const_value()
+        if sc is not None and sc < 0:
+            return [value > self.poly(l.hi)]
+        out = []
+        if sc is None:
+            out.append(self.poly(l.step) > 0)
+        out.append(value < self.poly(l.hi))
+        return out
+
+    def poly(self, p: Poly):
+        key = p.key()
+        hit = self._poly_cache.get(key)
+        if hit is not None:
+            return hit
+        z3 = self.z3
+        terms = []
+        for m, c in p.terms.items():
+            factors = [self.atom(a) for a in m]
+            if not factors:
+                terms.append(z3.IntVal(c))
+                continue
+            t = factors[0]
+            for f in factors[1:]:
+                t = t * f
+            terms.append(t if c == 1 else t * c)
+        if not terms:
+            out = z3.IntVal(0)
+        elif len(terms) == 1:
+            out = terms[0]
+        else:
+            out = z3.Sum(*terms)
+        self._poly_cache[key] = out
+        return out
+
+    def opaque_term(self, a: str):
+        hit = self.opaque.get(a)
+        if hit is not None:
+            return hit
+        z3 = self.z3
+        op, args = self.ctx.terms.defs.get(a, ("unknown", ()))
+        side: list = []
+        if op == "read":
+            base, off = args
+            f = self.funcs.get(base)
+            if f is None:
+                f = z3.Function("read_" + base, z3.IntSort(), z3.IntSort())
+                self.funcs[base] = f
+            t = f(self.poly(off))
+        elif op == "uf":
+            fname, arg = args
+            f = self.funcs.get("uf:" + fname)
+            if f is None:
+                f = z3.Function("uf_" + fname, z3.IntSort(), z3.IntSort())
+                self.funcs["uf:" + fname] = f
+            t = f(self.poly(arg))
+        elif op in ("mod", "div"):
+            x, y = self.poly(args[0]), self.poly(args[1])
+            # Triton integer division truncates; operands here are non-negative in practice
+            # (indices, sizes), where truncation and z3's Euclidean division agree.
+            t = x % y if op == "mod" else x / y
+            if args[1].const_value() is None:
+                side.append(y != 0)
+        elif op in ("min", "max"):
+            x, y = self.poly(args[0]), self.poly(args[1])
+            t = z3.If(x < y, x, y) if op == "min" else z3.If(x > y, x, y)
+        else:
+            t = z3.Int(a)
+            self.vars[a] = t
+        self.opaque[a] = t
+        self.opaque_side[a] = side
+        return t
+
+    def boolexpr(self, e):
+        hit = self._bool_cache.get(e)
+        if hit is not None:
+            return hit
+        z3 = self.z3
+        t = e[0]
+        if t == "const":
+            out = z3.BoolVal(e[1])
+        elif t == "cmp":
+            x = self.poly(e[2])
+            out = {"<": x < 0, "<=": x <= 0, "==": x == 0, "!=": x != 0}[e[1]]
+        elif t == "and":
+            out = z3.And(*[self.boolexpr(x) for x in e[1]])
+        elif t == "or":
+            out = z3.Or(*[self.boolexpr(x) for x in e[1]])
+        elif t == "not":
+            out = z3.Not(self.boolexpr(e[1]))
+        elif t == "opaque":
+            out = z3.Bool(str(e[1]))
+        else:
+            raise ValueError(f"unknown BoolExpr {t}")
+        self._bool_cache[e] = out
+        return out
+
+
+def _digits(s: str) -> str:
+    out = ""
+    for ch in s:
+        if not ch.isdigit():
+            break
+        out += ch
+    return out
+
+
+def atoms_of(conds: list) -> set[str]:
+    out: set[str] = set()
+    for c in conds:
+        for p in b_polys(c):
+            out |= p.atoms()
+    return out

@@ -1,0 +1,46 @@
+"""``kernelsight serve``: the language server over stdio (default) or TCP (``--tcp HOST:PORT``,
+for debugging with a client that connects to a socket)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stdio", action="store_true",
+                        help="talk LSP over stdin/stdout (the default; accepted for clients "
+                             "that always pass it)")
+    parser.add_argument("--tcp", metavar="HOST:PORT",
+                        help="listen on a TCP socket instead of stdio, e.g. 127.0.0.1:2087")
+    parser.add_argument("--log-file", metavar="PATH",
+                        help="also write the server's own debug log to this file")
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--tcp expects HOST:PORT (e.g. 127.0.0.1:2087), got {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until the client sends exit. Returns 0, or 2 for a bad --tcp value."""
+    address = None
+    if args.tcp:
+        try:
+            address = _host_port(args.tcp)
+        except ValueError as exc:
+            print(f"kernelsight serve: {exc}", file=sys.stderr)
+            return 2
+    if args.log_file:
+        logging.basicConfig(filename=args.log_file, level=logging.DEBUG,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from kernelsight.server.app import build_server  # pygls loads only for this subcommand
+
+    server = build_server()
+    if address is not None:
+        server.start_tcp(*address)
+    else:
+        server.start_io()
+    return 0

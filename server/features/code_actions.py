@@ -1,0 +1,181 @@
+"""Code actions: the analysis' mechanical quick fixes, "suppress this code on this line",
+"insert the annotations inferred from the launch site" (offered only when the inserted
+directives analyse without a KS9xx finding), and per kernel "Optimize this kernel" /
+"Benchmark this kernel" (commands served by ``features.commands``)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from lsprotocol import types as t
+
+from ..pipeline import run_analysis
+
+log = logging.getLogger("kernelsight.server")
+
+_NOQA = re.compile(r"#\s*noqa(?P<colon>:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?",
+                   re.IGNORECASE)
+
+
+def _overlaps(span, rng_lines: tuple[int, int, int, int]) -> bool:
+    l0, c0, l1, c1 = rng_lines
+    return not ((span.end_line, span.end_col) < (l0, c0) or (span.line, span.col) > (l1, c1))
+
+
+def suppress_edit(line_text: str, line: int, code: str, index) -> t.TextEdit | None:
+    """Append ``# noqa: CODE`` to the line, merging with an existing ``# noqa: ...`` list.
+
+    Returns None when a bare ``# noqa`` already silences every code on the line.
+    """
+    body = line_text[:-1] if line_text.endswith("\r") else line_text
+    m = _NOQA.search(body) if "#" in body else None
+    if m is not None:
+        if m.group("colon") is None:
+            return None
+        end = m.end("codes")
+        start_pos = index.position(line, end)
+        return t.TextEdit(range=t.Range(start=start_pos, end=start_pos), new_text=f", {code}")
+    end_pos = index.position(line, len(body))
+    return t.TextEdit(range=t.Range(start=end_pos, end=end_pos), new_text=f"  # noqa: {code}")
+
+
+def _matching_diagnostics(finding, diags, index) -> list[t.Diagnostic]:
+    rng = index.range(finding.span)
+    return [d for d in diags if d.code == finding.code and d.range == rng]
+
+
+def _insertion(kernel, lines: list[str]) -> tuple[int, str] | None:
+    """Line before which directives go (the first body statement) and its indentation."""
+    tree = kernel.tree
+    if tree is None or not tree.body:
+        return None
+    first = tree.body[0]
+    line = first.lineno - 1
+    if 0 <= line < len(lines):
+        text = lines[line]
+        indent = text[:len(text) - len(text.lstrip())]
+        return line, indent
+    return None
+
+
+def _inferred_text(kernel, parsed, lines: list[str]) -> tuple[int, str] | None:
+    try:
+        from kernelsight.analysis.infer import infer_annotations
+    except ImportError:
+        return None
+    try:
+        directives = infer_annotations(parsed, kernel)
+    except Exception:
+        log.exception("inferring annotations of %s failed", kernel.name)
+        return None
+    if not directives:
+        return None
+    where = _insertion(kernel, lines)
+    if where is None:
+        return None
+    line, indent = where
+    return line, "".join(f"{indent}{d.strip()}\n" for d in directives)
+
+
+def _verify(text: str, path: str, config, line: int, block: str, kernel_name: str) -> bool:
+    """True when the text with ``block`` inserted before ``line`` has no KS9xx finding for
+    the kernel (the fast tier parses and checks every directive)."""
+    lines = text.split("\n")
+    new_text = "\n".join(lines[:line]) + ("\n" if line else "") + block + "\n".join(lines[line:])
+    rr = run_analysis(new_text, path, config, fast=True)
+    return not any(f.code.startswith("KS9") and f.kernel in (None, kernel_name)
+                   for f in rr.analysis.report.findings)
+
+
+async def inferred_annotation_actions(ls, state, result, uri: str, kernel, lines) -> list:
+    if not kernel.annotations.empty:
+        return []
+    got = _inferred_text(kernel, result.parsed, lines)
+    if got is None:
+        return []
+    line, block = got
+    key = (result.version, kernel.name, block)
+    ok = state.verified.get(key)
+    if ok is None:
+        settings = ls.session.settings_for(state.path)
+        loop = asyncio.get_running_loop()
+        try:
+            ok = await loop.run_in_executor(None, _verify, result.text, state.path or uri,
+                                            settings.config, line, block, kernel.name)
+        except Exception:
+            log.exception("verifying inferred annotations of %s failed", kernel.name)
+            ok = False
+        state.verified = {key: ok}
+    if not ok:
+        log.info("inferred annotations for %s not offered: they do not check cleanly",
+                 kernel.name)
+        return []
+    index = ls.index_for(uri)
+    pos = index.position(line, 0)
+    return [t.CodeAction(
+        title=f"Insert the annotations inferred from the launch site ({kernel.name})",
+        kind=t.CodeActionKind.RefactorRewrite,
+        edit=t.WorkspaceEdit(changes={uri: [t.TextEdit(range=t.Range(start=pos, end=pos),
+                                                       new_text=block)]}))]
+
+
+def register(ls) -> None:
+    @ls.feature(t.TEXT_DOCUMENT_CODE_ACTION, t.CodeActionOptions(code_action_kinds=[
+        t.CodeActionKind.QuickFix, t.CodeActionKind.RefactorRewrite]))
+    async def code_action(ls, params: t.CodeActionParams):
+        uri = params.text_document.uri
+        state = ls.session.doc(uri)
+        index = ls.index_for(uri)
+        if state is None or index is None or state.ignored:
+            return None
+        l0, c0 = index.offset_col(params.range.start)
+        l1, c1 = index.offset_col(params.range.end)
+        window = (l0, c0, l1, c1)
+        only = params.context.only
+        want_fix = not only or any(k.startswith("quickfix") for k in only)
+        want_refactor = not only or any(k.startswith("refactor") for k in only)
+        diags = list(params.context.diagnostics or [])
+        actions: list[t.CodeAction] = []
+        findings = state.findings() or []
+        if want_fix:
+            for f in findings:
+                if not _overlaps(f.span, window):
+                    continue
+                matched = _matching_diagnostics(f, diags, index)
+                for fix in f.fixes:
+                    edits = [t.TextEdit(range=index.range(e.span), new_text=e.new_text)
+                             for e in fix.edits]
+                    actions.append(t.CodeAction(
+                        title=fix.title, kind=t.CodeActionKind.QuickFix,
+                        diagnostics=matched or None, is_preferred=True,
+                        edit=t.WorkspaceEdit(changes={uri: edits})))
+            seen: set[tuple[str, int]] = set()
+            for f in findings:
+                if not _overlaps(f.span, window) or (f.code, f.span.line) in seen:
+                    continue
+                seen.add((f.code, f.span.line))
+                if not 0 <= f.span.line < len(index.lines):
+                    continue
+                edit = suppress_edit(index.lines[f.span.line], f.span.line, f.code, index)
+                if edit is None:
+                    continue
+                actions.append(t.CodeAction(
+                    title=f"Suppress {f.code} on this line", kind=t.CodeActionKind.QuickFix,
+                    diagnostics=_matching_diagnostics(f, diags, index) or None,
+                    edit=t.WorkspaceEdit(changes={uri: [edit]})))
+        result = state.current()
+        kernels = getattr(result.parsed, "kernels", []) if result is not None else []
+        for kernel in kernels:
+            if kernel.is_helper or not (kernel.span.line <= l0 <= kernel.span.end_line):
+                continue
+            if want_refactor:
+                actions += await inferred_annotation_actions(ls, state, result, uri, kernel,
+                                                            index.lines)
+                for title, command in (("Optimize this kernel", "kernelsight.optimize"),
+                                       ("Benchmark this kernel", "kernelsight.benchmark")):
+                    actions.append(t.CodeAction(
+                        title=f"{title} ({kernel.name})", kind=t.CodeActionKind.RefactorRewrite,
+                        command=t.Command(title=title, command=command,
+                                          arguments=[uri, kernel.name])))
+        return actions or None

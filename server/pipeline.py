@@ -1,0 +1,164 @@
+"""Runs the analysis for the server: the same steps as ``analysis.api.analyze_source``, plus a
+per-kernel result cache and cooperative cancellation between kernels.
+
+Why not call ``analyze_source``: the editor re-analyses a file on every save, usually after
+an edit to one kernel; re-running the engine on every untouched kernel would put the whole
+file's cost on each save. A test pins that this pipeline's findings equal ``analyze_source``'s.
+
+Runs in a worker thread; nothing here touches the event loop or LSP types.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+from kernelsight.analysis import api
+from kernelsight.analysis.api import Analysis
+from kernelsight.analysis.config import Config
+from kernelsight.analysis.model import FileReport, Finding, HoverInfo, KernelSummary
+
+
+class Cancelled(Exception):
+    """The run was superseded (a newer version arrived, or the document was closed)."""
+
+
+@dataclass
+class RunStats:
+    """What one run did: kernels analysed vs. taken from the cache, wall seconds."""
+
+    analysed: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class RunResult:
+    analysis: Analysis
+    parsed: object  # kernelsight.analysis.kernel.ParsedFile
+    stats: RunStats = field(default_factory=RunStats)
+
+
+class KernelCache:
+    """LRU of engine results keyed by (kernel text, its position, the file context, settings).
+
+    Thread-safe; bounded by entry count (results are small: findings and hover records).
+    """
+
+    def __init__(self, max_entries: int = 256):
+        self._data: OrderedDict[tuple, object] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_entries = max_entries
+
+    def get(self, key: tuple):
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: tuple, value) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _context_digest(parsed) -> str:
+    """Digest of the file minus every launched kernel's own lines.
+
+    A kernel's result depends on its own text, its helpers, its launch sites, imports and
+    module constants (all of which stay in this digest) but not on other kernels' bodies,
+    which are each collapsed to one placeholder line so that their edits leave it unchanged.
+    """
+    lines = parsed.text.split("\n")
+    out: list[str] = []
+    skip_until = -1
+    starts = {k.span.line: k for k in parsed.kernels if not k.is_helper}
+    for i, line in enumerate(lines):
+        if i <= skip_until:
+            continue
+        k = starts.get(i)
+        if k is not None:
+            out.append("\x00kernel " + k.name)
+            skip_until = k.span.end_line
+            continue
+        out.append(line)
+    return hashlib.sha1("\n".join(out).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def run_analysis(text: str, path: str, config: Config, *, fast: bool,
+                 cache: KernelCache | None = None,
+                 cancel: threading.Event | None = None) -> RunResult:
+    """Analyse ``text`` like ``analyze_source``.
+
+    Args:
+        fast: the fast tier (front end, KS5xx, KS9xx), as ``Config(fast_only=True)``.
+        cache: engine results per kernel; a hit skips the engine for that kernel.
+        cancel: checked before each kernel; when set, ``Cancelled`` is raised.
+
+    Raises:
+        Cancelled: ``cancel`` was set.
+        ImportError: a part of the analysis (front end, rules, engine) is not installed.
+    """
+    from kernelsight.analysis import frontend, rules  # lazy: tree-sitter loads here
+
+    if cancel is not None and cancel.is_set():
+        raise Cancelled()
+    started = time.perf_counter()
+    stats = RunStats()
+    if config.fast_only != fast:
+        config = replace(config, fast_only=fast)
+    parsed = frontend.parse_file(text, path)
+    findings: list[Finding] = list(parsed.findings)
+    findings.extend(rules.check_rules(parsed, config))
+    summaries: list[KernelSummary] = []
+    hovers: list[HoverInfo] = []
+    context = None
+    for kernel in parsed.kernels:
+        if kernel.is_helper:
+            continue
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        summary = KernelSummary(name=kernel.name, span=kernel.span)
+        if kernel.has_syntax_error or kernel.tree is None:
+            summary.status = "syntax-error"
+        elif config.fast_only:
+            summary.status = "skipped"
+        else:
+            if context is None:
+                context = _context_digest(parsed)
+            key = (kernel.name, kernel.span, kernel.source, context, config.key())
+            result = cache.get(key) if cache is not None else None
+            if result is None:
+                t0 = time.perf_counter()
+                result = api._run_engine(kernel, parsed, config)
+                result_seconds = time.perf_counter() - t0
+                stats.analysed += 1
+                if cache is not None:
+                    cache.put(key, (result, result_seconds))
+            else:
+                result, result_seconds = result
+                stats.cached += 1
+            summary.seconds = result_seconds
+            findings.extend(result.findings)
+            summary.tally = result.tally
+            summary.unknowns = result.unknowns
+            summary.unknown_kinds = dict(result.unknown_kinds)
+            summary.status = result.status
+            hovers.extend(result.hovers)
+        summaries.append(summary)
+    findings = api._postprocess(findings, parsed.lines, config)
+    stats.seconds = time.perf_counter() - started
+    report = FileReport(path=path, findings=findings, kernels=summaries, seconds=stats.seconds)
+    return RunResult(Analysis(report=report, hovers=hovers), parsed, stats)

@@ -1,0 +1,117 @@
+"""End-to-end: kernel commands (optimize, benchmark) and start-up cost."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as t
+from pytest_lsp import LanguageClient
+
+from server_harness import EXAMPLES, SERVER_CMD, eventually, open_doc, open_file, \
+    server_config, start, status
+
+KERNEL = EXAMPLES / "kernels" / "vector_add.py"
+
+# A sitecustomize that hides the agent extra from the server process, as on a base install.
+_HIDE = """
+import importlib.abc, sys
+class _Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "triton", "litellm"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _Hide())
+"""
+
+
+@pytest_lsp.fixture(config=server_config())
+async def client(lsp_client: LanguageClient):
+    await start(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+def _base_install_config():
+    import tempfile
+    d = tempfile.mkdtemp(prefix="ks_hide_")
+    with open(os.path.join(d, "sitecustomize.py"), "w") as fh:
+        fh.write(_HIDE)
+    return server_config(PYTHONPATH=d + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+@pytest_lsp.fixture(config=_base_install_config())
+async def base_client(lsp_client: LanguageClient):
+    await start(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.asyncio
+async def test_kernel_commands_without_the_agent_extra_say_what_to_install(base_client):
+    client = base_client
+    uri = open_file(client, KERNEL)
+    for command, missing in (("kernelsight.optimize", "torch, triton, litellm"),
+                             ("kernelsight.benchmark", "torch, triton")):
+        result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+            command=command, arguments=[uri, "add_kernel"]))
+        assert result["ok"] is False
+        assert f"missing: {missing}" in result["reason"]
+        assert "pip install 'kernelsight[agent]'" in result["reason"]
+        await eventually(lambda: any(m.message == result["reason"] for m in client.messages),
+                         what="the message shown to the user")
+    assert client.progress_reports == {}, "nothing pretends to run"
+
+
+@pytest.mark.asyncio
+async def test_benchmark_of_an_unsaved_buffer_asks_to_save_first(client):
+    if not (EXAMPLES.parent / "kernelsight" / "commands" / "bench.py").exists():
+        pytest.skip("kernelsight/commands/bench.py (the bench CLI) is not written yet")
+    uri = KERNEL.as_uri()
+    open_doc(client, uri, KERNEL.read_text() + "\n# unsaved edit\n")
+    result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="kernelsight.benchmark", arguments=[uri, "add_kernel"]))
+    assert result == {"ok": False, "reason": "unsaved"}
+    assert any("save the file first" in m.message for m in client.messages)
+
+
+@pytest.mark.asyncio
+async def test_optimize_names_the_missing_agent_module(client):
+    import importlib.util
+    if importlib.util.find_spec("kernelsight.agent.optimize") is not None:
+        pytest.skip("kernelsight.agent.optimize exists: covered by the agent's own tests")
+    uri = open_file(client, KERNEL)
+    result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="kernelsight.optimize", arguments=[uri, "add_kernel"]))
+    assert result["ok"] is False and "kernelsight.agent.optimize" in result["reason"]
+
+
+@pytest.mark.asyncio
+async def test_start_up_loads_no_heavy_module(client):
+    st = await status(client)
+    assert st["loaded"] == [], f"imported at start-up: {st['loaded']}"
+
+
+def test_initialize_answers_quickly():
+    """Spawn -> initialize response, through a raw pipe (the benchmark reports the p95)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": {"processId": None, "rootUri": None, "capabilities": {}}})
+    msg = f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
+    started = time.perf_counter()
+    proc = subprocess.Popen(SERVER_CMD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        proc.stdin.write(msg)
+        proc.stdin.flush()
+        header = proc.stdout.readline()
+        elapsed = time.perf_counter() - started
+        assert header.startswith(b"Content-Length")
+    finally:
+        proc.kill()
+        proc.wait()
+    # CI machines are slower and noisier than the benchmark's; the 0.5 s target is measured
+    # by benchmarks/bench_server.py.
+    assert elapsed < 3.0
