@@ -88,13 +88,18 @@ class BudgetMeter:
         self.tokens += tokens
         self.dollars += dollars
 
-    def exhausted(self) -> str | None:
+    def exhausted(self, *, spending: bool = True) -> str | None:
+        """The first limit reached, as a sentence, else None.
+
+        With ``spending=False`` only the candidate and time limits count: a reply whose tokens
+        are already paid for is still evaluated after the token or dollar limit is reached.
+        """
         b = self.budget
         if b.candidates is not None and self.candidates >= b.candidates:
             return f"candidate limit reached ({self.candidates}/{b.candidates})"
-        if b.tokens is not None and self.tokens >= b.tokens:
+        if spending and b.tokens is not None and self.tokens >= b.tokens:
             return f"token limit reached ({self.tokens}/{b.tokens})"
-        if b.dollars is not None and self.dollars >= b.dollars:
+        if spending and b.dollars is not None and self.dollars >= b.dollars:
             return f"dollar limit reached (${self.dollars:.4f}/${b.dollars:.2f})"
         if b.minutes is not None and self.seconds >= 60.0 * b.minutes:
             return f"time limit reached ({self.seconds / 60:.1f}/{b.minutes:g} min)"

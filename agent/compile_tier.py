@@ -55,6 +55,10 @@ def parse_target(text: str):
     return GPUTarget(backend, arch, 64 if backend == "hip" else 32)
 
 
+class NeedsDevice(RuntimeError):
+    """This Triton version asked the stand-in driver for something only a real GPU has."""
+
+
 class _TargetDriver:
     """Stands in for Triton's GPU driver: answers target/device/stream questions only."""
 
@@ -76,14 +80,15 @@ class _TargetDriver:
         return torch.device("cpu")
 
     def __getattr__(self, name):
-        raise RuntimeError(f"no GPU in the compile stage (driver.{name} was asked for)")
+        raise NeedsDevice(f"no GPU in the compile stage (driver.{name} was asked for)")
 
 
 class CompileRecorder:
     """Context manager: swaps the driver, turns launches into compiles, records each kernel."""
 
-    def __init__(self, target):
+    def __init__(self, target, swap_driver: bool = True):
         self.target = target
+        self.swap_driver = swap_driver
         self.compiled: list[tuple[str, Any]] = []
         self._saved: list = []
 
@@ -91,10 +96,8 @@ class CompileRecorder:
         from triton.runtime import driver
         from triton.runtime.jit import JITFunction
 
-        # the private slot, not ``driver.active``: reading that would create the real driver,
-        # which fails on a machine without a GPU
-        self._saved.append(("driver", getattr(driver, "_active", None)))
-        driver.set_active(_TargetDriver(self.target))
+        if self.swap_driver:
+            self._swap(driver)
         orig_run = JITFunction.run
         recorder = self
 
@@ -125,6 +128,12 @@ class CompileRecorder:
         except ImportError:  # pragma: no cover
             pass
         return self
+
+    def _swap(self, driver) -> None:
+        # the private slot, not ``driver.active``: reading that would create the real driver,
+        # which fails on a machine without a GPU
+        self._saved.append(("driver", getattr(driver, "_active", None)))
+        driver.set_active(_TargetDriver(self.target))
 
     def __exit__(self, *exc):
         from triton.runtime import driver
@@ -162,8 +171,19 @@ def run(ctx) -> StageResult:
         inputs = make_inputs(dict(shape), dtype, "cpu", ctx.seed)
         rec = CompileRecorder(target)
         try:
-            with rec:
-                launcher(*inputs, **ctx.launch)
+            try:
+                with rec:
+                    launcher(*inputs, **ctx.launch)
+            except NeedsDevice:
+                if ctx.device != "cuda":
+                    raise
+                # This Triton wants the real driver while compiling: use the GPU's own target.
+                _forget_binders(ctx.candidate_module())
+                inputs = make_inputs(dict(shape), dtype, "cuda", ctx.seed)
+                rec = CompileRecorder(target, swap_driver=False)
+                with rec:
+                    launcher(*inputs, **ctx.launch)
+                target_text = "cuda (this GPU)"
         except Exception as exc:
             return _error_result(exc, ctx, target_text, dtype_name)
         for name, ck in rec.compiled:
@@ -182,6 +202,18 @@ def run(ctx) -> StageResult:
                            feedback=f"calling {ctx.spec.launcher}(*inputs) compiled nothing: the launcher"
                                     " must launch the jit kernel")
     return _judge(kernels, target, target_text)
+
+
+def _forget_binders(module) -> None:
+    """Drop per-device binders a failed stand-in attempt left on the module's jit functions."""
+    from triton.runtime.jit import JITFunction
+
+    for value in vars(module).values():
+        fn = value
+        while fn is not None and not isinstance(fn, JITFunction):
+            fn = getattr(fn, "fn", None)
+        if isinstance(fn, JITFunction) and hasattr(fn, "device_caches"):
+            fn.device_caches.clear()
 
 
 def _judge(kernels, target, target_text) -> StageResult:

@@ -43,7 +43,8 @@ Every stage except the parent's bookkeeping runs in a worker process (``isolatio
 and compile in one, correctness and timing in another (the interpreter needs its own process
 and the compile stage swaps Triton's driver). A crash, hang, out-of-memory or device fault is
 the failing stage's ``status`` (``crashed``/``timeout``/``oom``/``lost``), never an exception
-here. ``evaluate`` raises only ``ValueError`` for an unknown stage name.
+here. ``evaluate`` raises only ``ValueError``, for an unknown stage name or a launch override
+that is not a number, string, boolean or None.
 """
 from __future__ import annotations
 
@@ -158,6 +159,10 @@ class Evaluator:
         unknown = [s for s in stages if s not in STAGES]
         if unknown:
             raise ValueError(f"unknown stage(s) {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
+        bad = {k: v for k, v in candidate.launch.items()
+               if not isinstance(v, (int, float, str, bool, type(None)))}
+        if bad:
+            raise ValueError(f"launch overrides must be numbers, strings, booleans or None: {bad!r}")
         wanted = tuple(s for s in STAGES if s in stages)
         key = self.cache_key(candidate, wanted, shapes)
         if self.cache is not None:
@@ -217,7 +222,7 @@ class Evaluator:
             "cache_dir": str(self.cache_dir),
             "baseline": {"path": self.baseline[0], "function": self.baseline[1]} if self.baseline else None,
         }
-        with tempfile.TemporaryDirectory(prefix="ks-eval-") as wd:
+        with tempfile.TemporaryDirectory(prefix="ks-eval-", ignore_cleanup_errors=True) as wd:
             outcome = run_worker(job, limits=self.limits, env=env, use_rlimit_as=self.device == "cpu",
                                  workdir=wd, progress=self.progress)
         results = [StageResult(**r) for r in outcome.results]

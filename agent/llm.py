@@ -115,7 +115,11 @@ class LLMProposer:
                 kind = type(exc).__name__
                 message = self._scrub(f"{kind}: {exc}")[:2000]
                 prop.error = f"LLM call failed: {message}"
-                if kind not in _RETRYABLE or attempt == self.retries:
+                if kind not in _RETRYABLE:
+                    prop.done = True  # a bad key or request: asking again cannot help
+                    prop.note = prop.error
+                    break
+                if attempt == self.retries:
                     break
                 if request.cancel.wait(min(60.0, self.backoff * (2 ** attempt))):
                     break

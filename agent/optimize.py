@@ -180,20 +180,34 @@ class _Loop:
         every stage passed)."""
         violations = check_policy(cand.source, self.seed_source, kernel=self.spec.kernel,
                                   launcher=self.spec.launcher, reference=self.spec.reference,
-                                  inputs=self.spec.inputs, bench_name=self.spec.name)
+                                  inputs=self.spec.inputs, bench_name=self.spec.name,
+                                  baseline=getattr(self.spec, "baseline", None))
         if violations:
             fb = "The candidate breaks the optimization policy:\n" + "\n".join(
                 f"- {v}" for v in violations)
             return Evaluation(candidate_id=cand.id, stages=[_stage(
                 "policy", False, f"{len(violations)} policy violation(s): {violations[0]}", fb,
                 violations=[str(v) for v in violations])])
-        ev = self.evaluator.evaluate(cand, shapes=self.bench_shapes)
+        seed_ev = self.evals.get(self.seed.id) if self.seed is not None else None
+        seed_static = seed_ev.stage("static") if seed_ev is not None else None
+        if cand.source == self.seed_source and seed_static is not None and seed_static.ok:
+            # The invariant analysis reads only the source: a launch-only change (the tuner)
+            # gets the seed's verdict instead of a second, identical analysis.
+            ev = self.evaluator.evaluate(cand, stages=tuple(s for s in STAGES if s != "static"),
+                                         shapes=self.bench_shapes)
+            ev.stages.insert(0, StageResult(stage="static", ok=True, status=seed_static.status,
+                                            summary="same source as the original: "
+                                                    + seed_static.summary,
+                                            data={"reused_from": self.seed.id}))
+        else:
+            ev = self.evaluator.evaluate(cand, shapes=self.bench_shapes)
         ev.stages.insert(0, _stage("policy", True, "no policy violation"))
         corr = ev.stage("correctness")
         if corr is not None and corr.ok and cand.source not in self._ghost_checked:
             ghost = ghost_source(cand.source, self.spec.kernel)
             self._ghost_checked.add(cand.source)
             if ghost is not None:
+                g0 = time.monotonic()
                 gev = self.evaluator.evaluate(
                     Candidate(id=f"{cand.id}-ghost", source=ghost, kernel=cand.kernel,
                               parent=cand.id, proposer="ghost", launch=dict(cand.launch)),
@@ -209,7 +223,9 @@ class _Loop:
                 else:
                     ev.stages.append(_stage("ghost", True,
                                             "a no-op kernel fails correctness, as it must"))
-        if ev.score is not None:
+                ev.stages[-1].seconds = time.monotonic() - g0
+        if ev.score is not None and cand.proposer != "seed":
+            # best known: the reference (1.0) or the best timed so far, the seed included
             best_known = max(1.0, self.best_score or 0.0)
             flag = review_flag(ev.score, best_known, self.review_factor)
             if flag:
@@ -465,6 +481,8 @@ def _drive(loop: _Loop, is_llm: bool) -> str:
                               "bench spec cannot tell a real kernel from a cheat")
     if not loop.timed:
         loop.notes.append("no timing on this machine: candidates are gated but not ranked")
+        if hasattr(loop.proposer, "timing"):
+            loop.proposer.timing = False  # the tuner must not pretend to rank
     api_failures = 0
     while True:
         if loop.cancel.is_set():
@@ -502,6 +520,8 @@ def _drive(loop: _Loop, is_llm: bool) -> str:
             loop.record_unparsed(prop, parent, strategy)
             api_failures = 0
             continue
+        if prop.done and not prop.candidates:
+            return prop.note or prop.error or "the proposer has nothing more to try"
         if prop.error and not prop.candidates:
             if loop.cancel.is_set():
                 return "cancelled"
@@ -510,12 +530,10 @@ def _drive(loop: _Loop, is_llm: bool) -> str:
                 return f"stopped after repeated proposer errors: {prop.error}"
             continue
         api_failures = 0
-        if prop.done and not prop.candidates:
-            return prop.note or "the proposer has nothing more to try"
         for cand in prop.candidates:
             if loop.cancel.is_set():
                 return "cancelled"
-            reason = loop.meter.exhausted()
+            reason = loop.meter.exhausted(spending=False)
             if reason:
                 return reason
             if cand.digest in loop.record.digests():

@@ -3,12 +3,14 @@
 The knowledge base is a folder of JSON files (``agent/knowledge/*.json``), one strategy each:
 ``name``, ``title``, ``applies_when`` (``needs_any``: kernel features of which at least one
 must be present, empty = always; ``avoid``: features that rule it out; ``min_cc``: lowest
-compute capability), ``when``, ``change``, ``risks`` and ``tuner_knobs`` (launch/config
-parameters the strategy is about). Features come from the kernel's AST (``kernel_features``).
+compute capability), ``when``, ``change``, ``risks``, ``tuner_knobs`` (launch/config
+parameters the strategy is about) and ``prior`` (0..1: how often it tends to pay; it orders
+the first tries). Features come from the kernel's AST (``kernel_features``).
 
 The planner treats the applicable strategies as arms of a UCB1 bandit (Auer, Cesa-Bianchi and
 Fischer, "Finite-time analysis of the multiarmed bandit problem", 2002): each arm's score is
-its mean reward plus ``c * sqrt(2 ln n / n_i)``; arms never tried go first, in file order.
+its mean reward plus ``c * sqrt(2 ln n / n_i)``; arms never tried go first, highest ``prior``
+first (file order breaks ties).
 Rewards are in [0, 1] (see ``reward``); the state is rebuilt from the run record on resume.
 """
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Strategy:
     avoid: tuple[str, ...] = ()
     min_cc: int = 0
     tuner_knobs: tuple[str, ...] = ()
+    prior: float = 0.5
 
     def applies(self, features: set[str], cc: int) -> bool:
         if cc and self.min_cc and cc < self.min_cc:
@@ -72,7 +75,8 @@ def load_knowledge(folder: str | Path = KNOWLEDGE_DIR) -> list[Strategy]:
                             change=d["change"], risks=d["risks"],
                             needs_any=tuple(aw.get("needs_any", ())),
                             avoid=tuple(aw.get("avoid", ())), min_cc=int(aw.get("min_cc", 0)),
-                            tuner_knobs=tuple(d.get("tuner_knobs", ()))))
+                            tuner_knobs=tuple(d.get("tuner_knobs", ())),
+                            prior=float(d.get("prior", 0.5))))
     return out
 
 
@@ -153,10 +157,10 @@ class Planner:
         return next((s for s in self.strategies if s.name == name), None)
 
     def choose(self) -> Strategy:
-        """The arm with the highest UCB1 index (untried arms first, in knowledge order)."""
-        for s in self.strategies:
-            if self.pulls.get(s.name, 0) == 0:
-                return s
+        """The arm with the highest UCB1 index (untried arms first, highest prior first)."""
+        untried = [s for s in self.strategies if self.pulls.get(s.name, 0) == 0]
+        if untried:
+            return max(untried, key=lambda s: s.prior)
         n = sum(self.pulls.values())
 
         def index(s: Strategy) -> float:

@@ -2,7 +2,8 @@
 
 1. **AST policy** (``check_policy``): the candidate must keep the kernel (a ``@triton.jit``
    function), the launcher, the BENCH dict, the reference and the input maker; the last three
-   must be unchanged from the seed (a candidate may not move the goal posts); the launcher and
+   (and the timing baseline, if the spec names one) must be unchanged from the seed (a
+   candidate may not move the goal posts); the launcher and
    the plain Python helpers it calls may not call the reference, a torch / numpy / library op
    outside a small allocation-and-layout allowlist, nor use ``@``; nothing may patch an
    imported module (``torch.allclose = ...``) or reach for ``setattr``/``globals``/``sys.modules``.
@@ -118,7 +119,7 @@ def _same(a: ast.AST | None, b: ast.AST | None) -> bool:
 
 def check_policy(source: str, seed_source: str, *, kernel: str, launcher: str,
                  reference: str | None = None, inputs: str | None = None,
-                 bench_name: str = "BENCH") -> list[Violation]:
+                 bench_name: str = "BENCH", baseline: str | None = None) -> list[Violation]:
     """All policy breaches of ``source`` (empty list: the candidate may be evaluated).
 
     Library calls that the seed's own host code already makes (a MoE launcher that sorts
@@ -127,22 +128,24 @@ def check_policy(source: str, seed_source: str, *, kernel: str, launcher: str,
 
     Args:
         source: the candidate file; seed_source: the original file it must stay faithful to.
-        kernel, launcher, reference, inputs: the names from the bench spec.
+        kernel, launcher, reference, inputs, baseline: the names from the bench spec.
     """
     found = _violations(source, seed_source, kernel=kernel, launcher=launcher,
-                        reference=reference, inputs=inputs, bench_name=bench_name)
+                        reference=reference, inputs=inputs, bench_name=bench_name,
+                        baseline=baseline)
     if not found or source == seed_source:
         return [] if source == seed_source else found
     own = {(v.rule, v.what) for v in _violations(seed_source, seed_source, kernel=kernel,
                                                   launcher=launcher, reference=reference,
-                                                  inputs=inputs, bench_name=bench_name)
+                                                  inputs=inputs, bench_name=bench_name,
+                                                  baseline=baseline)
            if v.what}
     return [v for v in found if not (v.what and (v.rule, v.what) in own)]
 
 
 def _violations(source: str, seed_source: str, *, kernel: str, launcher: str,
                 reference: str | None, inputs: str | None,
-                bench_name: str) -> list[Violation]:
+                bench_name: str, baseline: str | None = None) -> list[Violation]:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -160,7 +163,7 @@ def _violations(source: str, seed_source: str, *, kernel: str, launcher: str,
         out.append(Violation("launcher-missing", 0,
                              f"the launcher {launcher!r} must stay a function"))
     for name, what in ((bench_name, "bench spec"), (reference, "reference"),
-                       (inputs, "input maker")):
+                       (inputs, "input maker"), (baseline, "timing baseline")):
         if name and name in seed_top and not _same(top.get(name), seed_top.get(name)):
             node = top.get(name)
             out.append(Violation("goalposts", getattr(node, "lineno", 0),
@@ -223,7 +226,7 @@ def _violations(source: str, seed_source: str, *, kernel: str, launcher: str,
                     out.append(Violation("library-compute", node.lineno,
                                          f"{name} {bad}: a torch or library op may not do "
                                          f"the main computation; only allocation and layout "
-                                         f"calls are allowed in the launcher"))
+                                         f"calls are allowed in the launcher", dotted))
             elif isinstance(func, ast.Attribute) and func.attr in COMPUTE_METHODS:
                 out.append(Violation("library-compute", node.lineno,
                                      f"{name} calls .{func.attr}() on a tensor: the kernel "

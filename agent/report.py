@@ -23,6 +23,14 @@ def _fmt(x: Any, spec: str = ".3f", none: str = "-") -> str:
         return str(x)
 
 
+def _cell(v: Any) -> str:
+    if isinstance(v, dict):
+        return " ".join(f"{k}={x}" for k, x in v.items())
+    if isinstance(v, float):
+        return _fmt(v, ".4g")
+    return "" if v is None else str(v)
+
+
 def best_curve(entries: list[dict[str, Any]]) -> list[tuple[int, float | None]]:
     """(candidate index, best accepted score up to and including it) for each candidate."""
     best = None
@@ -44,10 +52,13 @@ def plot_best(entries: list[dict[str, Any]], path: str | Path) -> Path | None:
     curve = best_curve(entries)
     if not any(b is not None for _, b in curve):
         return None
-    import matplotlib
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+    except ImportError:  # the agent extra is not installed: the markdown still has the table
+        return None
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     xs = [i for i, b in curve if b is not None]
@@ -58,9 +69,9 @@ def plot_best(entries: list[dict[str, Any]], path: str | Path) -> Path | None:
     if pts:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=12, color="tab:gray",
                    label="timed candidates", zorder=3)
-    ax.axhline(1.0, color="tab:red", lw=0.8, ls="--", label="reference")
+    ax.axhline(1.0, color="tab:red", lw=0.8, ls="--", label="baseline")
     ax.set_xlabel("candidate")
-    ax.set_ylabel("speedup over reference (geomean)")
+    ax.set_ylabel("speedup over the baseline (geomean)")
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -105,7 +116,7 @@ def write_report(record: RunRecord, *, result: dict[str, Any],
                      "is claimed faster; candidates were gated (invariants, compile, "
                      "correctness) only.")
     else:
-        lines.append(f"- seed: {_fmt(seed)}x the reference; best: {_fmt(best)}x "
+        lines.append(f"- seed: {_fmt(seed)}x the baseline; best: {_fmt(best)}x "
                      f"({result.get('best_id')})" + (
                          f", {best / seed:.2f}x the seed" if seed and best else ""))
     for note in result.get("notes") or []:
@@ -116,12 +127,12 @@ def write_report(record: RunRecord, *, result: dict[str, Any],
     best_entry = next((e for e in entries if e.get("id") == result.get("best_id")), None)
     rows = per_size_rows(best_entry) if best_entry else []
     if rows:
-        keys = [k for k in rows[0] if k not in ("error",)]
+        keys = [k for k in rows[0] if k not in ("error", "feedback", "seed")
+                and isinstance(rows[0][k], (int, float, str, bool, dict, type(None)))]
         lines += ["## Per size (best candidate)", "", "| " + " | ".join(keys) + " |",
                   "|" + "---|" * len(keys)]
         for r in rows:
-            lines.append("| " + " | ".join(_fmt(r.get(k), ".4g") if isinstance(r.get(k), float)
-                                          else str(r.get(k, "")) for k in keys) + " |")
+            lines.append("| " + " | ".join(_cell(r.get(k)) for k in keys) + " |")
         lines.append("")
     flagged = [e for e in entries if e.get("status") == "flagged"]
     if flagged:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,9 @@ def measure_peaks(cache_dir: str | Path | None, dtypes: list[str | None]) -> dic
     peaks.setdefault("measured_at", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     if changed and path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(peaks, indent=2))
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(peaks, indent=2))
+        os.replace(tmp, path)  # atomic: evaluators on one device may race to write it
     return peaks
 
 

@@ -206,11 +206,30 @@ def _owner_ranges(parsed: ParsedFile, src) -> list[tuple[int, int, KernelInfo]]:
     out = []
     for k in parsed.kernels:
         top = k.span.line
-        r = top - 1
-        while r >= 0 and r < len(src.rows) and src.rows[r].lstrip().startswith("#"):
-            r -= 1
-        out.append((r + 1, k.span.end_line, k))
+        # tree-sitter leaves comments after a body's last statement outside the function;
+        # comment lines indented deeper than the `def` still belong to it.
+        hi = k.span.end_line
+        r = hi + 1
+        while r < len(src.rows):
+            row = src.rows[r]
+            stripped = row.lstrip()
+            if not stripped:
+                r += 1
+                continue
+            if stripped.startswith("#") and len(row) - len(stripped) > k.span.col:
+                hi = r
+                r += 1
+                continue
+            break
+        out.append((_first_comment_row(src, top), hi, k))
     return out
+
+
+def _first_comment_row(src, top: int) -> int:
+    r = top - 1
+    while 0 <= r < len(src.rows) and src.rows[r].lstrip().startswith("#"):
+        r -= 1
+    return r + 1
 
 
 def _owner(row: int, owners) -> KernelInfo | None:

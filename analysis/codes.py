@@ -286,8 +286,9 @@ def k(x_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
 """)
 _code("KS503", "dot-too-small", "tl.dot operand dimension below 16", _E, """
-`tl.dot` needs every dimension of both operands to be at least 16; smaller tiles fail to
-compile.""", """
+`tl.dot` has a minimum tile size: the contracted dimension K must be at least 16 for 16-bit
+operands (8 for fp32, 32 for 8-bit types) on NVIDIA GPUs, and Triton before 3.2 also needed
+M and N of at least 16. Smaller tiles fail to compile.""", """
 acc = tl.dot(a, b)     # a is [16, 8]
 """, """
 acc = tl.dot(a, b)     # a is [16, 16]
@@ -312,8 +313,10 @@ for i in tl.static_range(4):
     v = tl.load(p + i)
 """)
 _code("KS506", "python-print", "print() inside a jit function", _W, """
-Python's `print` is not a device function; use `tl.device_print` (or `tl.static_print` for
-compile-time values).""", """
+Inside `@triton.jit` the name `print` is rebound to `tl.device_print`, which prints once per
+program and lane at run time, not the Python `print` the line suggests; values known while
+compiling need `tl.static_print`. Write the device function by name so the intent is
+explicit.""", """
 print("x", x)
 """, """
 tl.device_print("x", x)

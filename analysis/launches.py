@@ -33,6 +33,9 @@ _TENSOR_METHODS = {"contiguous", "view", "reshape", "to", "t", "transpose", "per
                    "new_empty", "new_zeros", "new_ones", "new_full", "narrow", "select",
                    "flip", "abs", "exp", "sum", "mean", "amax", "repeat"}
 
+_SAME_TENSOR_METHODS = {"contiguous", "float", "half", "bfloat16", "detach", "clone", "to",
+                        "cuda"}
+
 _META_SUB = re.compile(r"\b(?P<meta>[A-Za-z_]\w*)\s*\[\s*(?P<q>['\"])(?P<key>[A-Za-z_]\w*)(?P=q)\s*\]")
 
 
@@ -331,6 +334,9 @@ def _source(node, env: _Scope, depth: int = 0) -> tuple | None:
         if method == "numel" and not pos:
             return ("numel", _text(obj))
         if method == "data_ptr" and not pos:
+            return ("tensor", _text(obj))
+        if method in _SAME_TENSOR_METHODS and obj.type == "identifier":
+            # `x.contiguous()`, `x.float()`: the same logical tensor, maybe another layout
             return ("tensor", _text(obj))
         return None
     if t == "subscript":

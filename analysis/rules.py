@@ -122,11 +122,9 @@ class _KernelRules:
         self.params = {p.name: p for p in kernel.params}
         self.constexpr = {p.name for p in kernel.params if p.is_constexpr}
         # Parameters of helpers take constexpr-ness from their callers' arguments; only
-        # entry kernels (launched here, or using program ids and not called here) must
-        # declare tl.constexpr themselves.
-        uses_pid = any(self._tl(n.func) in ("program_id", "num_programs")
-                       for n in ast.walk(kernel.tree) if isinstance(n, ast.Call))
-        self.entry = kernel.name in launched or (kernel.name not in called and uses_pid)
+        # entry kernels (launched here, or not called by another jit function of the file)
+        # must declare tl.constexpr themselves.
+        self.entry = kernel.name in launched or kernel.name not in called
         self.single = self._single_assignments()
         self.module_consts = _module_constants(parsed)
         self.cases = self._cases()
@@ -140,7 +138,7 @@ class _KernelRules:
         if dotted is None:
             return None
         full = resolve(dotted, self.parsed.imports)
-        for prefix in ("triton.language.", "triton.language.core.", "triton.language.math."):
+        for prefix in ("triton.language.core.", "triton.language.math.", "triton.language."):
             if full.startswith(prefix):
                 return full[len(prefix):]
         head = dotted.split(".")[0]
@@ -422,20 +420,30 @@ class _KernelRules:
                          ast_span(axis), node=call)
                 return
 
+    def _uses(self, names: set[str]) -> bool:
+        return any(self._tl(n.func) in names for n in ast.walk(self.k.tree)
+                   if isinstance(n, ast.Call))
+
+    # KS508 ignores compile-time branches: a kernel whose every branch uses block pointers
+    # fails in all of them; a kernel that also uses the other API is taken to dispatch on
+    # the Triton version and is not reported.
     def check_block_ptr(self, call: ast.Call, name: str) -> None:
         if self.version is None or self.version < BLOCK_PTR_REMOVED:
             return
+        if self._uses({"make_tensor_descriptor"}):
+            return
         self.add("KS508", f"tl.{name} (block pointers) was removed in Triton "
                  f"{_v(BLOCK_PTR_REMOVED)}; the installed Triton is {_v(self.version)}: use "
-                 "tensor descriptors (tl.make_tensor_descriptor)", ast_span(call.func),
-                 node=call)
+                 "tensor descriptors (tl.make_tensor_descriptor)", ast_span(call.func))
 
     def check_descriptor(self, call: ast.Call, name: str) -> None:
         if self.version is None or self.version >= TENSOR_DESCRIPTOR_ADDED:
             return
+        if self._uses({"make_block_ptr"}):
+            return
         self.add("KS508", f"tl.{name} (tensor descriptors) needs Triton >= "
                  f"{_v(TENSOR_DESCRIPTOR_ADDED)}; the installed Triton is {_v(self.version)}: "
-                 "use block pointers (tl.make_block_ptr)", ast_span(call.func), node=call)
+                 "use block pointers (tl.make_block_ptr)", ast_span(call.func))
 
     def check_shape_use(self, call: ast.Call, name: str) -> None:
         if not self.entry:

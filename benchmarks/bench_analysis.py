@@ -116,9 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="analyse at most N corpus kernels")
     ap.add_argument("--budget-ms", type=int, default=None)
     ap.add_argument("--findings", default=None, help="write corpus findings as JSON lines")
+    ap.add_argument("--no-grid", action="store_true",
+                    help="time the per-program core only (grid-level checks off)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import z3  # noqa: F401  (imported once up front so that no kernel pays for it)
+    if args.no_grid:
+        import kernelsight.analysis.engine as engine
+        engine.GRID_CHECKS = False
 
     rows = [run(_files(ROOT / "examples"), "examples", args.budget_ms)]
     corpus = Path(args.corpus)

@@ -67,6 +67,15 @@ class Analyzer:
         settings = self.session.settings_for(state.path)
         if not settings.enable:
             return None
+        if len(text) > settings.max_file_chars:
+            if not state.too_large_reported:
+                state.too_large_reported = True
+                msg = (f"{state.path or uri}: not analysed, {len(text):,} characters is more "
+                       f"than kernelsight.maxFileChars = {settings.max_file_chars:,}")
+                log.warning(msg)
+                if self.on_unavailable is not None:
+                    self.on_unavailable(msg)
+            return None
         cancel = threading.Event()
         if tier == "fast":
             if state.debounce is not None:

@@ -21,6 +21,41 @@ from kernelsight.analysis.config import Config
 from kernelsight.analysis.model import FileReport, Finding, HoverInfo, KernelSummary
 
 
+class TierGate:
+    """Lets one analysis step run at a time, fast-tier steps first.
+
+    CPython 3.11's ``ast`` module keeps its recursion-depth bookkeeping in shared state, so
+    two threads building ASTs at once can fail with "AST constructor recursion depth
+    mismatch" (seen here on the corpus). The full tier takes the gate per kernel, so a
+    waiting fast-tier run gets in after at most one kernel's engine time.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._fast_waiting = 0
+
+    def acquire(self, fast: bool) -> None:
+        with self._cond:
+            if fast:
+                self._fast_waiting += 1
+            try:
+                while self._busy or (not fast and self._fast_waiting > 0):
+                    self._cond.wait()
+            finally:
+                if fast:
+                    self._fast_waiting -= 1
+            self._busy = True
+
+    def release(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
+
+
+GATE = TierGate()
+
+
 class Cancelled(Exception):
     """The run was superseded (a newer version arrived, or the document was closed)."""
 
@@ -32,6 +67,7 @@ class RunStats:
     analysed: int = 0
     cached: int = 0
     seconds: float = 0.0
+    front_cached: bool = False
 
 
 @dataclass
@@ -72,6 +108,36 @@ class KernelCache:
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+class FrontCache:
+    """The front end's result (ParsedFile + rule findings) of the last few texts.
+
+    The fast tier parses each version after the debounce; the save that follows analyses the
+    same text, and reusing that parse leaves the engine's work on changed kernels as the only
+    cost of a save. Entries are treated as read-only by every consumer.
+    """
+
+    def __init__(self, max_entries: int = 4):
+        self._data: OrderedDict[tuple, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_entries = max_entries
+
+    def get(self, key: tuple):
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple, value: tuple) -> None:
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+
+FRONT_CACHE = FrontCache()
 
 
 def _context_digest(parsed) -> str:
@@ -119,9 +185,22 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
     stats = RunStats()
     if config.fast_only != fast:
         config = replace(config, fast_only=fast)
-    parsed = frontend.parse_file(text, path)
+    front_key = (hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest(), path,
+                 replace(config, fast_only=False).key())
+    front = FRONT_CACHE.get(front_key)
+    if front is None:
+        GATE.acquire(fast)
+        try:
+            parsed = frontend.parse_file(text, path)
+            rule_findings = rules.check_rules(parsed, config)
+        finally:
+            GATE.release()
+        FRONT_CACHE.put(front_key, (parsed, rule_findings))
+    else:
+        parsed, rule_findings = front
+        stats.front_cached = True
     findings: list[Finding] = list(parsed.findings)
-    findings.extend(rules.check_rules(parsed, config))
+    findings.extend(rule_findings)
     summaries: list[KernelSummary] = []
     hovers: list[HoverInfo] = []
     context = None
@@ -141,9 +220,15 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
             key = (kernel.name, kernel.span, kernel.source, context, config.key())
             result = cache.get(key) if cache is not None else None
             if result is None:
-                t0 = time.perf_counter()
-                result = api._run_engine(kernel, parsed, config)
-                result_seconds = time.perf_counter() - t0
+                GATE.acquire(False)
+                try:
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled()
+                    t0 = time.perf_counter()
+                    result = api._run_engine(kernel, parsed, config)
+                    result_seconds = time.perf_counter() - t0
+                finally:
+                    GATE.release()
                 stats.analysed += 1
                 if cache is not None:
                     cache.put(key, (result, result_seconds))
@@ -158,6 +243,8 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
             summary.status = result.status
             hovers.extend(result.hovers)
         summaries.append(summary)
+    if cancel is not None and cancel.is_set():
+        raise Cancelled()
     findings = api._postprocess(findings, parsed.lines, config)
     stats.seconds = time.perf_counter() - started
     report = FileReport(path=path, findings=findings, kernels=summaries, seconds=stats.seconds)

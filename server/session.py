@@ -61,6 +61,7 @@ class DocState:
     result_serial: int = 0
     published: tuple | None = None  # (version, tier) last pushed
     ignored: bool = False  # not a Python file
+    too_large_reported: bool = False
     verified: dict = field(default_factory=dict)  # inferred-annotation checks, by version
 
     def latest(self) -> Result | None:

@@ -20,6 +20,7 @@ _SERVER_KEYS = {
     "enable": bool,
     "agent_model": str,
     "agent_budget": int,
+    "max_file_chars": int,
 }
 
 
@@ -38,6 +39,8 @@ class Settings:
         enable: analyse at all (False publishes nothing).
         agent_model: litellm model name for "Optimize this kernel" (empty: the agent's default).
         agent_budget: candidates the optimizer may evaluate.
+        max_file_chars: larger documents are not analysed (the parser's time grows faster
+            than linearly on some inputs, and a run cannot be interrupted mid-parse).
     """
 
     config: Config = field(default_factory=Config)
@@ -48,6 +51,7 @@ class Settings:
     enable: bool = True
     agent_model: str = ""
     agent_budget: int = 16
+    max_file_chars: int = 1_000_000
 
     def key(self) -> tuple:
         """Hashable key of everything that changes analysis results."""

@@ -2,8 +2,9 @@
 
 A real HTTP peer on 127.0.0.1 (``http.server`` in a thread): each POST to
 ``/v1/chat/completions`` is recorded (path, headers, JSON body) and answered with the next
-canned reply, in order, with a ``usage`` block so that token accounting is exercised. When the
-script is used up it answers HTTP 500, which the loop must treat as a provider error.
+canned reply, in order, with a ``usage`` block so that token accounting is exercised. A reply
+of ``None`` is answered with HTTP 500 (a transient provider error), and so is every request
+after the script is used up.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class ScriptedServer:
                     outer.requests.append({"path": self.path, "headers": dict(self.headers),
                                            "body": body})
                     reply = outer.replies.pop(0) if outer.replies else None
+                    outer.requests[-1]["answered"] = reply is not None
                 if reply is None or not self.path.endswith("/chat/completions"):
                     data = json.dumps({"error": {"message": "script exhausted",
                                                  "type": "server_error"}}).encode()

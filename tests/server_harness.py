@@ -13,7 +13,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-SERVER_CMD = [sys.executable, "-m", "kernelsight.server"]  # DEVTEMP
+SERVER_CMD = [sys.executable, "-m", "kernelsight", "serve"]
 
 
 def server_config(**env) -> ClientServerConfig:
@@ -44,9 +44,24 @@ def install_apply_edit(client: LanguageClient, answer: bool = True) -> list:
 async def start(client: LanguageClient, *, pull: bool = False, settings: dict | None = None,
                 init_options: dict | None = None, root: Path = ROOT) -> None:
     fix_code_action_union(client)
+    client.refreshes = {"codeLens": 0, "inlayHint": 0}
+
+    @client.feature(t.WORKSPACE_CODE_LENS_REFRESH)
+    def code_lens_refresh(params):
+        client.refreshes["codeLens"] += 1
+
+    @client.feature(t.WORKSPACE_INLAY_HINT_REFRESH)
+    def inlay_hint_refresh(params):
+        client.refreshes["inlayHint"] += 1
+
     client.set_configuration(settings or {}, section="kernelsight")
     caps = pytest_lsp.client_capabilities("visual-studio-code")
-    if not pull:
+    if pull:  # VS Code's recorded capabilities predate pull diagnostics
+        caps.text_document.diagnostic = t.DiagnosticClientCapabilities(
+            related_information=True, data_support=True)
+        caps.workspace.diagnostics = t.DiagnosticWorkspaceClientCapabilities(
+            refresh_support=True)
+    else:
         caps.text_document.diagnostic = None
     await client.initialize_session(t.InitializeParams(
         capabilities=caps, root_uri=root.as_uri(), initialization_options=init_options,
@@ -98,3 +113,27 @@ def line_of(text: str, needle: str) -> int:
         if needle in line:
             return i
     raise AssertionError(f"{needle!r} not in text")
+
+
+def many_kernels_text(n: int) -> str:
+    """The missing-mask bug example with its kernel repeated ``n`` times (renamed copies)."""
+    body = (EXAMPLES / "bugs" / "vector_add_missing_mask.py").read_text()
+    start = body.index("#@ tensor X")
+    end = body.index("\ndef vector_add")
+    kernel = body[start:end]
+    copies = [kernel.replace("add_kernel", f"add_kernel_{i}") for i in range(n)]
+    return body[:start] + "\n\n".join(copies) + body[end:]
+
+
+def record_publishes(client: LanguageClient) -> list[tuple[str, int | None, int]]:
+    """Replace pytest-lsp's publishDiagnostics handler by one that also records every
+    notification as (uri, version, number of diagnostics)."""
+    published: list[tuple[str, int | None, int]] = []
+
+    def record(params: t.PublishDiagnosticsParams):
+        published.append((params.uri, params.version, len(params.diagnostics)))
+        client.diagnostics[params.uri] = params.diagnostics
+
+    client.protocol.fm.features.pop(t.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, None)
+    client.feature(t.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(record)
+    return published

@@ -320,3 +320,40 @@ def test_bench_command_reports_spec_error_with_location(tmp_path, capsys):
     rc = main(["bench", str(bad), "--device", "cpu"])
     err = capsys.readouterr().err
     assert rc == 2 and f"{bad}:" in err
+
+
+# --- timing arithmetic and the GPU table (no GPU needed) --------------------------------------
+
+def test_roofline_percentage_is_of_the_attainable_rate():
+    from kernelsight.agent.timing import roofline
+
+    peaks = {"copy_gbs": 4000.0, "gemm_tflops": {"float16": 800.0}}
+    compute = roofline(2e12, 1e9, 5.0, peaks, "float16")  # 400 TFLOP/s at 2000 FLOP/byte
+    assert compute["bound"] == "compute" and compute["tflops"] == pytest.approx(400.0)
+    assert compute["pct_peak"] == pytest.approx(50.0)
+    memory = roofline(1e9, 4e9, 2.0, peaks, "float16")  # 2000 GB/s at 0.25 FLOP/byte
+    assert memory["bound"] == "memory" and memory["gbs"] == pytest.approx(2000.0)
+    assert memory["pct_peak"] == pytest.approx(50.0)
+    no_formula = roofline(None, None, 1.0, peaks, "float16")
+    assert no_formula["pct_peak"] is None and no_formula["tflops"] is None
+
+
+def test_bench_table_lists_timed_shapes_with_speedup():
+    from kernelsight.agent.records import Evaluation, StageResult
+    from kernelsight.commands.bench import render_table
+
+    row = {"shape": {"N": 16777216}, "dtype": "float32", "ms": 0.05, "ref_ms": 0.06, "speedup": 1.2,
+           "tflops": 0.34, "gbs": 4027.0, "pct_peak": 93.6, "max_abs_err": 0.0}
+    ev = Evaluation("c", stages=[StageResult("timing", True, data={"rows": [row]})])
+    table = render_table(ev, load_spec(ADD))
+    assert "N=16777216" in table and "1.20x" in table and "4027" in table and "94" in table
+
+
+def test_spec_baseline_must_name_a_function(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text(variant('"flops": "N",', '"flops": "N",\n    "baseline": "reference",'))
+    assert load_spec(good).baseline == "reference"
+    bad = tmp_path / "bad.py"
+    bad.write_text(variant('"flops": "N",', '"flops": "N",\n    "baseline": "fast_add",'))
+    with pytest.raises(SpecError, match="fast_add"):
+        load_spec(bad)

@@ -12,6 +12,7 @@ nowhere in the run directory, in the prompts or in the candidate's environment.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -32,6 +33,12 @@ def fence(src: str) -> str:
 
 def line_of(src: str, needle: str) -> int:
     return next(i + 1 for i, ln in enumerate(src.splitlines()) if needle in ln)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """One evaluation cache for this module: the original kernel is gated once, not per test."""
+    return tmp_path_factory.mktemp("ks-cache")
 
 
 @pytest.fixture()
@@ -71,8 +78,10 @@ def scripted_candidates(seed: str) -> dict[str, str]:
 
 
 def test_scripted_llm_run_gates_every_bad_rewrite_and_accepts_only_the_good_one(
-        seed_file, tmp_path, monkeypatch):
+        seed_file, tmp_path, monkeypatch, cache_dir, caplog, capfd):
     from kernelsight.agent.optimize import run_optimize
+
+    caplog.set_level(logging.DEBUG)
 
     seed = seed_file.read_text()
     cands = scripted_candidates(seed)
@@ -80,13 +89,14 @@ def test_scripted_llm_run_gates_every_bad_rewrite_and_accepts_only_the_good_one(
     # The key reaches litellm only through the provider's usual environment variable: the
     # harness must strip it before candidate code runs.
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("KERNELSIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELSIGHT_CACHE_DIR", str(cache_dir))
     run_dir = tmp_path / "run"
     events = []
     with ScriptedServer([fence(cands[n]) for n in order]) as srv:
         result = run_optimize(seed_file, "saxpy_kernel", model="openai/scripted",
                               api_base=srv.api_base, budget="candidates=8", run_dir=run_dir,
-                              device="cpu", progress=events.append, retries=0, max_tokens=4000)
+                              device="cpu", progress=events.append, retries=0, max_tokens=4000,
+                              log=print)
     assert len(srv.requests) == len(order)
     # the key was sent to the provider, as a bearer token, and nowhere else
     auth = {k.lower(): v for k, v in srv.requests[0]["headers"].items()}["authorization"]
@@ -142,6 +152,10 @@ def test_scripted_llm_run_gates_every_bad_rewrite_and_accepts_only_the_good_one(
         assert "#@ computes Z[i] from X[i], Y[i]" in p and "## Strategy for this attempt" in p
         assert KEY not in p
 
+    # the key is in no log record and nothing printed (run log, litellm's own logging)
+    out, err = capfd.readouterr()
+    assert "c0007 accepted" in out
+    assert KEY not in caplog.text and KEY not in out and KEY not in err
     # the key is nowhere in the run directory
     for f in run_dir.rglob("*"):
         if f.is_file():
@@ -151,3 +165,25 @@ def test_scripted_llm_run_gates_every_bad_rewrite_and_accepts_only_the_good_one(
     assert sum(c["tokens"] for c in calls) == 7 * 1400
     assert (run_dir / "report.md").exists() and "no timing" in (run_dir / "report.md").read_text()
     assert events and events[-1].message.startswith("done")
+
+
+def test_cli_tuner_run_on_cpu_gates_configs_and_claims_no_speedup(seed_file, tmp_path,
+                                                                  monkeypatch, capsys, cache_dir):
+    from kernelsight.cli import main
+
+    monkeypatch.setenv("KERNELSIGHT_CACHE_DIR", str(cache_dir))
+    run_dir = tmp_path / "run"
+    code = main(["optimize", f"{seed_file}::saxpy_kernel", "--tuner", "--device", "cpu",
+                 "--budget", "candidates=2", "--run-dir", str(run_dir)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "no timing on this machine" in out and f"report: {run_dir}" in out
+    assert "[" in err and "cand." in err  # the progress bar
+    entries = [json.loads(ln) for ln in (run_dir / "candidates.jsonl").read_text().splitlines()]
+    assert [e["status"] for e in entries] == ["seed", "accepted"]
+    assert entries[1]["launch"] and entries[1]["stages"][1]["summary"].startswith(
+        "same source as the original")
+    # a second run into the same directory is refused unless it resumes
+    assert main(["optimize", str(seed_file), "--tuner", "--device", "cpu",
+                 "--run-dir", str(run_dir)]) == 1
+    assert "--resume" in capsys.readouterr().err

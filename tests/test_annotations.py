@@ -277,3 +277,14 @@ def test_helper_directives_attach_to_the_innermost_jit_function():
     assert errors(p) == []
     assert list(p.kernel("h").annotations.tensors) == ["X"]
     assert list(p.kernel("k").annotations.tensors) == ["Y"]
+
+
+def test_directives_after_the_last_statement_and_crlf_keep_exact_spans():
+    src = ("import triton\r\n@triton.jit\r\ndef k(a_ptr, M):\r\n    x = 1\r\n"
+           "    #@ tensor A = a_ptr[m: M]\r\n    #@ assume M > 0,\r\n    #@    M < 10\r\n"
+           "\r\n    #@ grid (M, M, M, M)\r\n#@ grid (N,)\r\n")
+    p = parse_file(src, "t.py")
+    ann = p.kernels[0].annotations
+    assert ann.tensors["A"].span == Span(4, 4, 4, 29)
+    assert [e.span for e in ann.assumes[0].exprs] == [Span(5, 14, 5, 19), Span(6, 10, 6, 16)]
+    assert errors(p) == [("KS907", Span(9, 0, 9, 12)), ("KS904", Span(8, 22, 8, 23))]

@@ -86,7 +86,7 @@ def test_quick_fix_in_neovim_clears_the_diagnostic_it_fixes(tmp_path):
     (code, line1, _reason), = markers(EXAMPLE)
     proj = make_project(tmp_path)
     target = proj / EXAMPLE.name
-    env = isolated_env(tmp_path, KS_CODE=code, KS_LINE=str(line1 - 1))
+    env = isolated_env(tmp_path, KS_CODE=code, KS_LINE=str(line1 - 1), KS_BENCH="1")
     cmd = [NVIM, "--headless", "-n", "-i", "NONE", "-u", str(NVIM_DIR / "init.lua"),
            "-c", f"luafile {NVIM_DIR / 'e2e.lua'}", str(target)]
     p = subprocess.run(cmd, cwd=proj, env=env, capture_output=True, text=True, timeout=240)
@@ -98,7 +98,7 @@ def test_quick_fix_in_neovim_clears_the_diagnostic_it_fixes(tmp_path):
     # started by lsp/kernelsight.lua alone, with the configured interpreter
     attached = ev["attached"]
     assert attached["cmd"] == [sys.executable, "-m", "kernelsight", "serve"], log
-    assert Path(attached["root"]) == proj, log
+    assert Path(attached["root"]).resolve() == proj.resolve(), log
 
     diag = ev["diagnostic"]
     assert diag["code"] == code and diag["line"] == line1 - 1, log
@@ -124,6 +124,22 @@ def test_quick_fix_in_neovim_clears_the_diagnostic_it_fixes(tmp_path):
     after = ev["after_save"]
     assert after["ours"] == 0 and after["updates"] >= 1, log
     assert not [d for d in after["remaining"] if d["line"] == line1 - 1 and d["code"] == code], log
+    # and the server's answer for the analysed, saved version agrees
+    assert after["pulled_kind"] == "full" and code not in after["pulled_codes"], log
+
+    # the plugin's code lens refresh shows the server's lenses for the kernel
+    lens_commands = {lens["command"] for lens in ev["codelens"]["lenses"]}
+    assert {"kernelsight.optimize", "kernelsight.benchmark"} <= lens_commands, log
+
+    # :KernelsightBenchmark with the cursor inside the kernel runs the server's command on it
+    bench = ev["benchmark"]
+    assert bench["command"] == "kernelsight.benchmark" and bench["kernel"] == "add_kernel", log
+    assert bench.get("error") is None and bench.get("ok") is True, log
+    kinds = [p["kind"] for p in bench["progress"]]
+    assert "begin" in kinds and kinds[-1] == "end", log
+    assert bench["status_after"] == "", log
+    assert bench["report"].startswith("# Benchmark: `add_kernel`"), log
+    assert "```text\n" in bench["report"], log
 
 
 @needs_nvim

@@ -294,3 +294,51 @@ def test_launch_with_unknown_grid_has_no_grid_but_still_args():
         """)
     [site] = p.launches
     assert site.grid is None and site.args[0].source == ("tensor", "x")
+
+
+# --- robustness ---------------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = ["@triton.jit\n", "def k(", "x_ptr", ", ", "BLOCK: tl.constexpr", "):\n", "    ",
+           "offs = tl.arange(0, ", "100", ")", "\n", "#@ tensor A = x_ptr[m: M", "]",
+           " strides(", "#@ grid (", "#@ assume ", " implies ", "#@ computes C[m] from ",
+           "#@ assert a.k == ", "#@     ", "k[(1,)](x, ", "lambda META: (", "META['B']",
+           "triton.Config({'B': 3})", "@triton.autotune(configs=[", "], key=[])\n", "\t",
+           "\r\n", "é", "\x00", "(((((", ")))))", "'''", '"', "try:\n", "print(", ":",
+           "import triton\n", "import triton.language as tl\n", "tl.dot(a, b)", "[", "{"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), max_size=60))
+def test_any_token_soup_is_analysed_without_raising(pieces):
+    text = "".join(pieces)
+    report = analyze_source(text, "fuzz.py", Config(fast_only=True)).report
+    for f in report.findings:
+        assert f.span.line <= f.span.end_line
+
+
+@pytest.mark.parametrize("text", [
+    "import triton\n@triton.jit\ndef k(x):\n    y = " + "(" * 5000 + "1" + ")" * 5000 + "\n",
+    "import triton\n@triton.jit\ndef k(x):\n    #@ assume " + "(" * 3000 + "1" + ")" * 3000 + "\n",
+    "import triton\n@triton.jit\ndef k(x):\n    y = '\x00'\n",
+    "\ufeffimport triton\n@triton.jit\ndef k(x):\n    pass\n",
+    "import triton\n@triton.jit\ndef k(x):\n    y = 1 +" + " 1 +" * 20000 + " 1\n",
+])
+def test_pathological_inputs_do_not_crash(text):
+    analyze_source(text, "p.py", Config(fast_only=True))
+
+
+def test_launch_argument_through_layout_method_is_the_same_tensor():
+    p = _parse("""
+        import triton
+        @triton.jit
+        def k(x_ptr, n):
+            pass
+        def f(x):
+            k[(1,)](x.contiguous(), x.size(-1))
+        """)
+    [site] = p.launches
+    assert [a.source for a in site.args] == [("tensor", "x"), ("shape", "x", -1)]

@@ -54,7 +54,7 @@ async def base_client(lsp_client: LanguageClient):
 async def test_kernel_commands_without_the_agent_extra_say_what_to_install(base_client):
     client = base_client
     uri = open_file(client, KERNEL)
-    for command, missing in (("kernelsight.optimize", "torch, triton, litellm"),
+    for command, missing in (("kernelsight.optimize", "torch, triton"),
                              ("kernelsight.benchmark", "torch, triton")):
         result = await client.workspace_execute_command_async(t.ExecuteCommandParams(
             command=command, arguments=[uri, "add_kernel"]))

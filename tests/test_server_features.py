@@ -189,3 +189,31 @@ async def test_code_lens_symbols_and_inlay_hints_describe_each_kernel(client):
         text_document=t.TextDocumentIdentifier(uri),
         range=t.Range(start=t.Position(0, 0), end=t.Position(len(text.split("\n")), 0))))
     assert any(h.label.startswith(": [") for h in hints or []), hints
+
+
+@pytest.mark.asyncio
+async def test_inferred_annotations_are_offered_verified_and_check_cleanly(client):
+    text = "".join(line for line in KERNEL.read_text().splitlines(True)
+                   if not line.startswith("#@"))
+    uri = (EXAMPLES / "kernels" / "unannotated_probe.py").as_uri()
+    open_doc(client, uri, text)
+    await wait_full(client, uri, 1)
+    inside = _pos(text, "offs = pid * BLOCK")
+    actions = await client.text_document_code_action_async(t.CodeActionParams(
+        text_document=t.TextDocumentIdentifier(uri), range=t.Range(start=inside, end=inside),
+        context=t.CodeActionContext(diagnostics=[])))
+    [insert] = [a for a in actions if a.title.startswith("Insert the annotations inferred")]
+    new_text = _apply(text, insert.edit.changes[uri])
+    assert "    #@ tensor X = x_ptr[" in new_text and "    #@ grid (" in new_text
+    client.text_document_did_change(t.DidChangeTextDocumentParams(
+        text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[t.TextDocumentContentChangeWholeDocument(text=new_text)]))
+    client.text_document_did_save(t.DidSaveTextDocumentParams(
+        text_document=t.TextDocumentIdentifier(uri)))
+    await wait_full(client, uri, 2)
+    await eventually(lambda: client.diagnostics.get(uri) is not None, what="diagnostics")
+    assert not [d for d in client.diagnostics[uri] if d.code.startswith("KS9")]
+    symbols = await client.text_document_document_symbol_async(t.DocumentSymbolParams(
+        text_document=t.TextDocumentIdentifier(uri)))
+    [kernel] = [s for s in symbols if s.name == "add_kernel"]
+    assert {"X", "grid"} <= {c.name for c in kernel.children}

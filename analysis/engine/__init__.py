@@ -23,6 +23,8 @@ from .solver import SolverContext
 from .values import TRUE, b_not, b_or
 
 MAX_CASES = 3
+# Benchmarks switch the grid-level checks off to time the per-program core separately.
+GRID_CHECKS = True
 
 
 @dataclass
@@ -121,7 +123,7 @@ def constexpr_cases(kernel: KernelInfo, parsed: ParsedFile) -> tuple[list[dict],
         cases = [base]
     missing = {p.name: None for p in cx if all(p.name not in c for c in cases)}
     # constexpr flags with no value (`if IS_CAUSAL:`): analyse both settings
-    flags = [n for n in _flag_names(kernel) if n in missing]
+    flags = [n for n in _flag_names_cached(kernel) if n in missing]
     if flags:
         split = []
         for case in cases:
@@ -133,12 +135,22 @@ def constexpr_cases(kernel: KernelInfo, parsed: ParsedFile) -> tuple[list[dict],
     return cases, missing
 
 
+def _flag_names_cached(kernel: KernelInfo) -> list[str]:
+    if kernel.tree is None:
+        return []
+    hit = getattr(kernel.tree, "_ks_flags", None)
+    if hit is None:
+        hit = _flag_names(kernel)
+        kernel.tree._ks_flags = hit
+    return hit
+
+
 def _flag_names(kernel: KernelInfo) -> list[str]:
     names: list[str] = []
     if kernel.tree is None:
         return names
-    for n in ast.walk(kernel.tree):
-        test = n.test if isinstance(n, (ast.If, ast.IfExp)) else None
+    for n in _walk_stmts(kernel.tree.body):
+        test = n.test if isinstance(n, ast.If) else None
         if test is None:
             continue
         bare = [test]
@@ -172,40 +184,70 @@ def _literal(tree: ast.expr):
     return _NO
 
 
+def _walk_stmts(body):
+    for st in body:
+        yield st
+        for field in ("body", "orelse"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list):
+                yield from _walk_stmts(sub)
+
+
 _MODULE_CACHE: dict[int, tuple] = {}
 
 
 def _launcher_default(parsed: ParsedFile, launch, name: str):
-    """The literal default of parameter ``name`` of the function that holds the launch."""
+    """The literal default of parameter ``name`` of the function that holds the launch (or a
+    plain ``name = literal`` at the top of its body). Only that function's text is parsed."""
     if not launch.function:
         return _NO
-    hit = _MODULE_CACHE.get(id(parsed))
+    key = (id(parsed), launch.function)
+    hit = _MODULE_CACHE.get(key)
     if hit is None or hit[0] is not parsed:
+        hit = (parsed, _function_defaults(parsed, launch))
+        if len(_MODULE_CACHE) > 64:
+            _MODULE_CACHE.clear()
+        _MODULE_CACHE[key] = hit
+    return hit[1].get(name, _NO)
+
+
+def _function_defaults(parsed: ParsedFile, launch) -> dict:
+    lines = parsed.lines
+    start = None
+    for i in range(min(launch.span.line, len(lines) - 1), -1, -1):
+        stripped = lines[i].lstrip()
+        if stripped.startswith(f"def {launch.function}(") or \
+                stripped.startswith(f"async def {launch.function}("):
+            start = i
+            break
+    if start is None:
+        return {}
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    # the launcher's text up to (not including) the launch statement, closed by a `pass`
+    body = [l[indent:] if l[:indent].strip() == "" else l for l in lines[start:launch.span.line]]
+    chunk = "\n".join(body)
+    tree = None
+    for cut in (chunk + "\n    pass", chunk):
         try:
-            tree = ast.parse(parsed.text)
+            tree = ast.parse(cut)
+            break
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = None
-        hit = (parsed, tree)
-        _MODULE_CACHE.clear()
-        _MODULE_CACHE[id(parsed)] = hit
-    tree = hit[1]
-    if tree is None:
-        return _NO
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == launch.function:
-            a = node.args
-            pos = a.posonlyargs + a.args
-            pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults))
-            pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
-            for arg, d in pairs:
-                if arg.arg == name:
-                    return _literal(d)
-            # a plain assignment `BLOCK = 1024` in the launcher's body
-            for st in node.body:
-                if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
-                        isinstance(st.targets[0], ast.Name) and st.targets[0].id == name:
-                    return _literal(st.value)
-    return _NO
+            continue
+    if tree is None or not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
+        return {}
+    node = tree.body[0]
+    a = node.args
+    pos = a.posonlyargs + a.args
+    vals: dict = {}
+    for st in node.body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                isinstance(st.targets[0], ast.Name):
+            vals.setdefault(st.targets[0].id, _literal(st.value))
+    pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults))
+    pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    for arg, d in pairs:
+        vals[arg.arg] = _literal(d)
+    return vals
 
 
 def _launch_for(kernel: KernelInfo, parsed: ParsedFile):
@@ -259,7 +301,7 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
                 from . import grid  # grid-level checks (KS3xx, KS205), when present
             except ImportError:
                 grid = None
-            if grid is not None and hasattr(grid, "run_grid_checks"):
+            if GRID_CHECKS and grid is not None and hasattr(grid, "run_grid_checks"):
                 grid.run_grid_checks(it, solver, rep, kernel, parsed, config)
         except Budget as exc:
             budget_reason = str(exc)

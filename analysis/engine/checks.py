@@ -172,6 +172,8 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         return
     limit = it.config.max_elements
     for r in acc.risks:
+        if ("KS110", r.line, r.col) in rep._seen:
+            continue  # one finding per product, at the first access it reaches
         text = f"int32 product {r.left} * {r.right} <= 2^31 - 1"
         if limit <= INT32_MAX:
             rep.outcome("proved", text, acc.span)
@@ -211,7 +213,7 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
                        f"int32 product {r.left} * {r.right}")] + _related_access(it, acc)
         rep.report("KS110", f"int32 offset can overflow: {r.left} * {r.right} passes 2^31 - 1 "
                    f"for large tensors (cast a factor to tl.int64 before multiplying)",
-                   acc.span, cex, rel, fixes, dedupe=("KS110", acc.span.line, acc.span.col))
+                   acc.span, cex, rel, fixes, dedupe=("KS110", r.line, r.col))
         return
 
 
@@ -322,6 +324,21 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
     return False
 
 
+def _sizes_positive(it: Interp, *polys) -> list:
+    """``p >= 1`` for the run-time arguments of ``polys``: a size of 0 means no work, and
+    offsets like ``(T - 1) * H`` are only negative then (spec: free sizes are at least 1)."""
+    out = []
+    seen = set()
+    for p in polys:
+        if p is None:
+            continue
+        for a in sorted(it.terms.deep_atoms(p)):
+            if a in it.runtime_params and a not in seen:
+                seen.add(a)
+                out.append(cmp(">=", Poly.atom(a), Poly.const(1)))
+    return out
+
+
 def _dom(acc: Access) -> Domain:
     return Domain(acc.shape, list(acc.loops), list(acc.guards) if _guards_ok(acc) else [])
 
@@ -346,9 +363,12 @@ def _fitting_masks(it: Interp, acc: Access):
                  if a[0] in "%@" or a.startswith("pid")}
     out = []
     seen = set()
+    used = _cached_loaded_names(it)
     for name, mv, stmt in it.masks:
         if name in seen or stmt.lineno - 1 > acc.line:
             continue
+        if name in used:
+            continue  # applied elsewhere: this access is unmasked on purpose, or KS103's
         if it.bshape(mv.shape, acc.shape) != acc.shape or len(mv.shape) != len(acc.shape):
             continue
         m = it.align(mv, acc.shape).mask
@@ -364,6 +384,18 @@ def _fitting_masks(it: Interp, acc: Access):
             seen.add(name)
             out.append((name, m, stmt))
     return out
+
+
+def _cached_loaded_names(it: Interp) -> set[str]:
+    """Names read anywhere in the kernel (a mask never read is a dead mask)."""
+    tree = it.kernel.tree
+    hit = getattr(tree, "_ks_loaded", None)
+    if hit is None:
+        from .interp import fast_walk
+        hit = {n.id for n in fast_walk(tree) if isinstance(n, ast.Name) and
+               isinstance(n.ctx, ast.Load)}
+        tree._ks_loaded = hit
+    return hit
 
 
 def _check_mask_not_applied(it: Interp, solver: SolverContext, rep: Reporter,
@@ -415,8 +447,10 @@ def _check_inferred_extent(it: Interp, solver: SolverContext, rep: Reporter,
         if dc is not None and dc > 0:
             checks.append(("upper", cmp(">=", off, n),
                            f"offset {show(off, it)} < {show(n, it)} (extent from the mask)"))
+    pos = _sizes_positive(it, off, *([p for c in conjuncts(mask) if c[0] == "cmp"
+                                       for p in [c[2]]]))
     for kind, viol, text in checks:
-        res = solver.query([mask, viol], _dom(acc))
+        res = solver.query(pos + [mask, viol], _dom(acc))
         if rep.outcome(res, text, acc.span) != "refuted":
             continue
         offv = _eval(it, res, off)
@@ -425,7 +459,7 @@ def _check_inferred_extent(it: Interp, solver: SolverContext, rep: Reporter,
         if acc.kind == "load":
             for w in it.wheres:
                 if acc.id in w.loads and w.shape == acc.shape:
-                    chk = solver.query([mask, viol, w.discard], _dom(acc))
+                    chk = solver.query(pos + [mask, w.discard, viol], _dom(acc))
                     if chk.status == "sat":
                         code, res, where_span = "KS105", chk, w.span
                         offv = _eval(it, res, off)
@@ -489,6 +523,10 @@ def _check_unmasked_beside_masked(it: Interp, solver: SolverContext, rep: Report
             continue
         if _mask_has_opaque(other.mask):
             continue
+        # the missing-mask class: the same addresses (up to a constant shift) as an access
+        # that is masked; other unmasked accesses (full tiles of a loop) are left alone
+        if not (acc.offset - other.offset).is_const() or acc.shape != other.shape:
+            continue
         for e, n, _ in _bound_conjuncts(it, other.mask):
             rest = other.offset - e
             if it.terms.index_vars(rest):
@@ -497,7 +535,7 @@ def _check_unmasked_beside_masked(it: Interp, solver: SolverContext, rep: Report
             rel_off = acc.offset - rest
             viol = b_or(cmp(">=", rel_off, n), cmp("<", rel_off, ZERO))
             text = f"offset within the extent of line {other.line + 1}'s mask"
-            res = solver.query([viol], _dom(acc))
+            res = solver.query(_sizes_positive(it, acc.offset, n) + [viol], _dom(acc))
             if rep.outcome(res, text, acc.span) != "refuted":
                 return
             cex = counterexample(res, it, acc.shape, acc.loops,
@@ -533,7 +571,7 @@ def _check_foreign_stride(it: Interp, rep: Reporter, acc: Access, launch) -> Non
                        f"launch) with {a} = {s[1]}.stride({s[2]}), a stride of another tensor",
                        acc.span, None,
                        [Related(launch.span, "launch site")] + _related_access(it, acc),
-                       dedupe=("KS107", acc.span.line, acc.span.col, a))
+                       dedupe=("KS107", acc.base, a))
 
 
 def _launch_sources(it: Interp, launch) -> dict:
@@ -640,6 +678,9 @@ def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
     pad = ob.data["pad"]
     red = ob.data["reduction"]
     ok = pad_value_ok(pad.value, red)
+    if not ok and red in ("max", "argmax") and ob.data.get("nonneg") and \
+            isinstance(pad.value, float) and pad.value <= 0.0:
+        ok = True  # max over non-negative values (abs, exp, squares): 0 is neutral too
     acc = next((a for a in it.accesses if a.id == pad.load_id), None)
     text = f"masked lanes of line {pad.line + 1} neutral for tl.{ob.data['fn']}"
     if ok is None:
@@ -673,7 +714,8 @@ def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
             if f:
                 fixes.append(f)
     shown = _show_pad(pad.value)
-    cex = counterexample(res, it, ob.shape, ob.loops, {"masked lane value": shown},
+    lane_val = pad.value if isinstance(pad.value, float) else shown
+    cex = counterexample(res, it, ob.shape, ob.loops, {"masked lane value": lane_val},
                          notes=[f"mask {show_mask(pad.mask, it)} is false for this lane"])
     rel = [Related(ob.span, f"tl.{ob.data['fn']} reduces over the masked lanes, which hold "
                    f"{shown}" + (f" (from other={raw})" if transformed else ""))]

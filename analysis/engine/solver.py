@@ -17,6 +17,9 @@ from .values import Terms, b_polys
 INT32_MAX = 2 ** 31 - 1
 # Hardware limits of the launch grid: axis 0 up to 2^31 - 1 programs, axes 1 and 2 up to 65535.
 PID_LIMIT = {0: INT32_MAX, 1: 65535, 2: 65535}
+# Queries with nonlinear terms (products of run-time atoms, division or remainder by a
+# run-time value) rarely finish; they get this fraction of the per-query time limit.
+HARD_DIVISOR = 5
 # Bounds tried first when a violation exists, so that counterexamples use readable sizes.
 SMALL = {"param": 4096, "pid": 64, "iter": 16}
 
@@ -187,7 +190,8 @@ class SolverContext:
                 used |= self.terms.deep_atoms(bound)
         domain, small = conv.domains(used, dom)
         s = z3.Solver()
-        s.set("timeout", self.timeout_ms)
+        s.set("timeout", self.timeout_ms if not self._hard(used) else
+              max(1, self.timeout_ms // HARD_DIVISOR))
         s.add(*body, *self._assume_z3, *domain)
         r = s.check()
         if r == z3.sat:
@@ -202,6 +206,15 @@ class SolverContext:
         if r == z3.unsat:
             return Result("unsat")
         return Result("unknown")
+
+    def _hard(self, used: set[str]) -> bool:
+        for a in used:
+            if a[0] == "{":
+                op, args = self.terms.defs.get(a, ("", ()))
+                if op in ("mod", "div") and isinstance(args[1], Poly) and \
+                        not args[1].atoms() <= set(self.consts):
+                    return True
+        return False
 
     def _instances(self, conv, used: set[str]) -> tuple[list, set[str]]:
         """Instantiate the universally quantified assumptions (``#@ assume TokenIds[p] < n``)

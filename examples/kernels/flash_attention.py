@@ -13,6 +13,7 @@ BENCH = {
     "launcher": "attention",
     "reference": "reference",
     "inputs": "make_inputs",
+    "baseline": "baseline",
     "shapes": [{"Z": 1, "H": 2, "N_CTX": 100, "HEAD_DIM": 32, "CAUSAL": 0},
                {"Z": 2, "H": 1, "N_CTX": 77, "HEAD_DIM": 16, "CAUSAL": 1},
                {"Z": 1, "H": 1, "N_CTX": 64, "HEAD_DIM": 64, "CAUSAL": 1}],
@@ -145,6 +146,12 @@ def reference(q, k, v, causal=False, sm_scale=None):
         keep = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
         s = s.masked_fill(~keep, float("-inf"))
     return (torch.softmax(s, dim=-1) @ v.float()).to(q.dtype)
+
+
+def baseline(q, k, v, causal=False, sm_scale=None):
+    """PyTorch's fused scaled_dot_product_attention, timed beside the kernel."""
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal),
+                                                            scale=sm_scale)
 
 
 def make_inputs(shape: dict, dtype: torch.dtype, device: str, seed: int) -> tuple:

@@ -15,6 +15,7 @@ BENCH = {
     "launcher": "moe_gemm",
     "reference": "reference",
     "inputs": "make_inputs",
+    "baseline": "baseline",
     "shapes": [{"num_tokens": 37, "K": 48, "N": 80, "E": 4, "top_k": 2},
                {"num_tokens": 5, "K": 32, "N": 32, "E": 8, "top_k": 2},
                {"num_tokens": 64, "K": 64, "N": 96, "E": 3, "top_k": 1}],
@@ -171,6 +172,17 @@ def reference(a, w, topk_weights, topk_ids):
         if t.numel():
             out[t, j] = (af[t] @ w[e].float().T) * topk_weights[t, j].float()[:, None]
     return out.to(a.dtype)
+
+
+def baseline(a, w, topk_weights, topk_ids):
+    """A per-expert torch.matmul loop (PyTorch has no fused MoE GEMM), timed beside the kernel."""
+    num_tokens, top_k = topk_ids.shape
+    out = torch.empty(num_tokens, top_k, w.shape[1], dtype=a.dtype, device=a.device)
+    for e in range(w.shape[0]):
+        t, j = torch.nonzero(topk_ids == e, as_tuple=True)
+        if t.numel():
+            out[t, j] = (a[t] @ w[e].T) * topk_weights[t, j][:, None].to(a.dtype)
+    return out
 
 
 def make_inputs(shape: dict, dtype: torch.dtype, device: str, seed: int) -> tuple:

@@ -11,6 +11,7 @@ BENCH = {
     "launcher": "matmul",
     "reference": "reference",
     "inputs": "make_inputs",
+    "baseline": "baseline",
     "shapes": [{"M": 100, "N": 72, "K": 50}, {"M": 64, "N": 64, "K": 64},
                {"M": 17, "N": 130, "K": 33}],
     "bench_shapes": [{"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 8192, "K": 8192},
@@ -95,6 +96,11 @@ def matmul(a, b, *, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=1, num_warps=1,
 def reference(a, b):
     """torch reference: the product in fp32, cast to the input dtype."""
     return (a.float() @ b.float()).to(a.dtype)
+
+
+def baseline(a, b):
+    """cuBLAS through torch.matmul, in the inputs' dtype, timed beside the kernel."""
+    return torch.matmul(a, b)
 
 
 def make_inputs(shape: dict, dtype: torch.dtype, device: str, seed: int) -> tuple:

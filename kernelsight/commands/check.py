@@ -86,9 +86,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             files.append(p)
 
+    unique: dict[Path, Path] = {}
+    for path in files:  # a file named twice (or inside a folder also named) is checked once
+        unique.setdefault(path.resolve(), path)
     reports = []
     started = time.perf_counter()
-    for path in files:
+    for path in unique.values():
         try:
             config = configs.for_path(path)
         except ConfigError as exc:

@@ -18,7 +18,7 @@ import threading
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="FILE[::KERNEL]",
+    parser.add_argument("file", metavar="FILE[::KERNEL]",
                         help="the kernel file with its bench spec, optionally ::KERNEL")
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", metavar="M",
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelsight.agent.budget import Budget, BudgetError
     from kernelsight.agent.optimize import OptimizeError, run_optimize
 
-    path, kernel = _split_target(args.target)
+    path, kernel = _split_target(args.file)
     if not os.path.isfile(path):
         print(f"kernelsight optimize: {path}: no such file", file=sys.stderr)
         return 2

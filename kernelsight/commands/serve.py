@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
@@ -39,8 +40,21 @@ def run(args: argparse.Namespace) -> int:
     from kernelsight.server.app import build_server  # pygls loads only for this subcommand
 
     server = build_server()
-    if address is not None:
-        server.start_tcp(*address)
-    else:
-        server.start_io()
-    return 0
+    code = 0
+    try:
+        if address is not None:
+            server.start_tcp(*address)
+        else:
+            server.start_io()
+    except SystemExit as exc:  # pygls ends the process this way on `exit`
+        code = exc.code if isinstance(exc.code, int) else 0
+    finally:
+        server.analyzer.shutdown()
+    # An analysis thread stuck in a long parse must not hold the process open after `exit`
+    # (interpreter shutdown joins pool threads); nothing is left to flush but stdio.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the client may have closed the pipe already
+            pass
+    os._exit(code)

@@ -10,7 +10,7 @@ import re
 
 from lsprotocol import types as t
 
-from ..pipeline import run_analysis
+from ..pipeline import GATE, run_analysis
 
 log = logging.getLogger("kernelsight.server")
 
@@ -88,29 +88,41 @@ def _verify(text: str, path: str, config, line: int, block: str, kernel_name: st
                    for f in rr.analysis.report.findings)
 
 
-async def inferred_annotation_actions(ls, state, result, uri: str, kernel, lines) -> list:
-    if not kernel.annotations.empty:
-        return []
-    got = _inferred_text(kernel, result.parsed, lines)
+def _infer_and_verify(result, kernel, path: str, config) -> tuple[int, str] | None:
+    """Worker-thread part: infer the directives, then check them (None = nothing to offer)."""
+    lines = result.text.split("\n")
+    GATE.acquire(True)
+    try:
+        got = _inferred_text(kernel, result.parsed, lines)
+    finally:
+        GATE.release()
     if got is None:
-        return []
+        return None
     line, block = got
-    key = (result.version, kernel.name, block)
-    ok = state.verified.get(key)
-    if ok is None:
+    if not _verify(result.text, path, config, line, block, kernel.name):
+        log.info("inferred annotations for %s not offered: they do not check cleanly",
+                 kernel.name)
+        return None
+    return got
+
+
+async def inferred_annotation_actions(ls, state, result, uri: str, kernel) -> list:
+    key = (result.version, kernel.name)
+    if key not in state.verified:
         settings = ls.session.settings_for(state.path)
         loop = asyncio.get_running_loop()
         try:
-            ok = await loop.run_in_executor(None, _verify, result.text, state.path or uri,
-                                            settings.config, line, block, kernel.name)
+            got = await loop.run_in_executor(None, _infer_and_verify, result, kernel,
+                                             state.path or uri, settings.config)
         except Exception:
-            log.exception("verifying inferred annotations of %s failed", kernel.name)
-            ok = False
-        state.verified = {key: ok}
-    if not ok:
-        log.info("inferred annotations for %s not offered: they do not check cleanly",
-                 kernel.name)
+            log.exception("inferring annotations of %s failed", kernel.name)
+            got = None
+        state.verified = {k: v for k, v in state.verified.items() if k[0] == result.version}
+        state.verified[key] = got
+    got = state.verified[key]
+    if got is None:
         return []
+    line, block = got
     index = ls.index_for(uri)
     pos = index.position(line, 0)
     return [t.CodeAction(
@@ -170,8 +182,7 @@ def register(ls) -> None:
             if kernel.is_helper or not (kernel.span.line <= l0 <= kernel.span.end_line):
                 continue
             if want_refactor:
-                actions += await inferred_annotation_actions(ls, state, result, uri, kernel,
-                                                            index.lines)
+                actions += await inferred_annotation_actions(ls, state, result, uri, kernel)
                 for title, command in (("Optimize this kernel", "kernelsight.optimize"),
                                        ("Benchmark this kernel", "kernelsight.benchmark")):
                     actions.append(t.CodeAction(

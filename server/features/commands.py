@@ -26,7 +26,9 @@ log = logging.getLogger("kernelsight.server")
 
 _HEAVY = ("torch", "triton", "litellm", "z3", "tree_sitter", "numpy")
 INSTALL_HINT = "pip install 'kernelsight[agent]'"
-_NEEDS = {"optimize": ("torch", "triton", "litellm"), "benchmark": ("torch", "triton")}
+# The built-in tuner needs no LLM; litellm is needed once kernelsight.agent.model is set.
+_NEEDS = {"optimize": ("torch", "triton"), "optimize-llm": ("torch", "triton", "litellm"),
+          "benchmark": ("torch", "triton")}
 _AGENT_MODULE = {"optimize": "kernelsight.agent.optimize",
                  "benchmark": "kernelsight.commands.bench"}
 
@@ -43,9 +45,9 @@ def _module_available(name: str) -> bool:
         return False
 
 
-def unavailable_reason(action: str) -> str | None:
+def unavailable_reason(action: str, model: str = "") -> str | None:
     """Why ``action`` cannot run here, as the sentence shown to the user, or None."""
-    missing = missing_extras(action)
+    missing = missing_extras("optimize-llm" if action == "optimize" and model else action)
     if missing:
         return (f"{'Optimize' if action == 'optimize' else 'Benchmark'} this kernel needs the "
                 f"agent extra, which is not installed (missing: {', '.join(missing)}). "
@@ -62,7 +64,7 @@ async def _progress_begin(ls, title: str) -> str | None:
         return None
     token = str(uuid.uuid4())
     try:
-        await asyncio.wait_for(ls.work_done_progress.create_async(token), 5.0)
+        await ls.work_done_progress.create_async(token)
     except Exception as exc:
         log.info("no progress for %s: %s", title, exc)
         return None
@@ -98,14 +100,15 @@ def _child_env() -> dict[str, str]:
 
 
 async def run_child(ls, argv: list[str], stdin: bytes | None, token: str | None,
-                    on_event) -> tuple[str, int | None]:
+                    on_event, cwd: str | None = None) -> tuple[str, int | None]:
     """Run a child process, feeding each stdout line to ``on_event``; poll cancellation.
 
     Returns ("ok"|"failed"|"cancelled", exit status).
     """
     proc = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_child_env())
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_child_env(),
+        cwd=cwd if cwd and os.path.isdir(cwd) else None)
     if stdin is not None:
         proc.stdin.write(stdin)
         await proc.stdin.drain()
@@ -154,17 +157,23 @@ def _whole_document_edit(uri: str, index, new_text: str) -> t.WorkspaceEdit:
         range=t.Range(start=t.Position(line=0, character=0), end=end), new_text=new_text)]})
 
 
+def _workdir(ls, path: str) -> str | None:
+    """The workspace root (where the agent writes .kernelsight/runs), else the file's folder."""
+    root = ls.workspace.root_path if ls.workspace is not None else None
+    return root or (os.path.dirname(path) if path else None)
+
+
 async def optimize(ls, uri: str, kernel: str) -> dict:
-    reason = unavailable_reason("optimize")
+    state = ls.session.doc(uri)
+    settings = ls.session.settings_for(state.path if state is not None else "")
+    reason = unavailable_reason("optimize", settings.agent_model)
     if reason:
         ls.window_show_message(t.ShowMessageParams(type=t.MessageType.Warning, message=reason))
         return {"ok": False, "reason": reason}
-    state = ls.session.doc(uri)
     got = ls.document_text(uri)
     if state is None or got is None:
         return {"ok": False, "reason": "document not open"}
     text, version = got
-    settings = ls.session.settings_for(state.path)
     token = await _progress_begin(ls, f"Optimizing {kernel}")
     job = {"action": "optimize", "path": state.path, "source": text, "kernel": kernel,
            "model": settings.agent_model, "budget": settings.agent_budget,
@@ -184,7 +193,7 @@ async def optimize(ls, uri: str, kernel: str) -> dict:
 
     status, code = await run_child(
         ls, [sys.executable, "-m", "kernelsight.server.agent_runner"],
-        json.dumps(job).encode("utf-8"), token, on_event)
+        json.dumps(job).encode("utf-8"), token, on_event, cwd=_workdir(ls, state.path))
     if status == "cancelled":
         _progress_end(ls, token, "cancelled")
         return {"ok": False, "applied": False, "reason": "cancelled"}
@@ -245,7 +254,7 @@ async def benchmark(ls, uri: str, kernel: str) -> dict:
 
     status, code = await run_child(
         ls, [sys.executable, "-m", "kernelsight", "bench", f"{state.path}::{kernel}"], None,
-        token, on_event)
+        token, on_event, cwd=_workdir(ls, state.path))
     _progress_end(ls, token, status)
     if status == "ok":
         tail = "\n".join(x for x in lines[-6:] if not x.startswith("{"))

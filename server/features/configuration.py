@@ -26,9 +26,11 @@ async def pull_configuration(ls) -> None:
     """Ask the client for the ``kernelsight`` section (when it supports the request)."""
     if not ls.client_supports("workspace.configuration"):
         return
+    # No timeout: cancelling the request's future would make pygls fail on the late answer,
+    # and a client busy with a burst of edits may answer after seconds.
     try:
-        result = await asyncio.wait_for(ls.workspace_configuration_async(
-            t.ConfigurationParams(items=[t.ConfigurationItem(section=SECTION)])), 5.0)
+        result = await ls.workspace_configuration_async(
+            t.ConfigurationParams(items=[t.ConfigurationItem(section=SECTION)]))
     except Exception as exc:  # a client that fails the request keeps the previous settings
         log.warning("workspace/configuration failed: %s", exc)
         return

@@ -5,4 +5,4 @@ vim.opt.runtimepath:prepend(root .. '/editors/nvim')
 vim.g.kernelsight_python = assert(vim.env.KS_PYTHON, 'KS_PYTHON is not set')
 vim.opt.swapfile = false
 vim.lsp.enable('kernelsight')
-require('kernelsight').setup({ progress = false })
+require('kernelsight').setup({})

@@ -14,4 +14,13 @@ return {
   -- Answers workspace/configuration for the section `kernelsight`.
   settings = { kernelsight = settings },
   init_options = { kernelsight = settings },
+  -- Merged into Neovim's default capabilities: the refresh requests are handled below (see
+  -- lua/kernelsight/pull.lua for why).
+  capabilities = {
+    workspace = { diagnostics = { refreshSupport = true }, codeLens = { refreshSupport = true } },
+  },
+  handlers = {
+    ['workspace/diagnostic/refresh'] = require('kernelsight.pull').on_refresh,
+    ['workspace/codeLens/refresh'] = require('kernelsight.pull').on_codelens_refresh,
+  },
 }

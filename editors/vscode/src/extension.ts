@@ -205,11 +205,11 @@ class Controller implements vscode.Disposable {
     this.client = undefined;
     if (client) {
       try {
-        await client.stop(5000);
+        // dispose() sends shutdown/exit, waits up to 5 s, then frees the client's resources.
+        await client.dispose(5000);
       } catch (e) {
         this.output.appendLine(`stop: ${String(e)}`);
       }
-      await client.dispose();
     }
     this.setState({ kind: "stopped" });
   }

@@ -13,6 +13,9 @@ M.last_report = nil
 --- Progress of the server's running tasks, token -> { title, message, percentage }.
 M.progress = {}
 
+--- The options of the last setup() call (defaults merged).
+M.opts = {}
+
 local defaults = {
   -- Start the server with vim.lsp.enable('kernelsight') (false: the user enables it).
   enable = true,
@@ -34,7 +37,7 @@ function M.client(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr or 0, name = NAME })[1]
 end
 
---- One line for a statusline: the newest running task, or '' when idle.
+--- One line for a statusline: a running task (title, message, percentage), or '' when idle.
 ---@return string
 function M.status()
   local line = ''
@@ -43,6 +46,17 @@ function M.status()
       .. (p.percentage and (' ' .. p.percentage .. '%') or '')
   end
   return line
+end
+
+-- Echoes one line cut to the free width of the command line, so that a long progress message
+-- never raises a hit-enter prompt.
+local function echo(text)
+  local width = math.max(vim.v.echospace, 10)
+  text = text:gsub('\n', ' ')
+  if vim.fn.strdisplaywidth(text) > width then
+    text = vim.fn.strcharpart(text, 0, width - 1) .. '…'
+  end
+  vim.api.nvim_echo({ { text } }, false, {})
 end
 
 local function on_progress(ev)
@@ -62,12 +76,12 @@ local function on_progress(ev)
     local p = M.progress[token]
     M.progress[token] = nil
     if M.opts.progress and p then
-      vim.api.nvim_echo({ { ('[kernelsight] %s: %s'):format(p.title, value.message or 'done') } }, false, {})
+      echo(('[kernelsight] %s: %s'):format(p.title, value.message or 'done'))
     end
     return
   end
   if M.opts.progress then
-    vim.api.nvim_echo({ { '[kernelsight] ' .. M.status() } }, false, {})
+    echo('[kernelsight] ' .. M.status())
   end
 end
 
@@ -79,6 +93,7 @@ local function on_attach(ev)
   if not client:supports_method('textDocument/codeLens', ev.buf) then
     return
   end
+  require('kernelsight.pull').codelens_buffers[ev.buf] = true
   local group = vim.api.nvim_create_augroup('kernelsight_codelens_' .. ev.buf, { clear = true })
   vim.api.nvim_create_autocmd(M.opts.codelens_events, {
     group = group,
@@ -164,8 +179,9 @@ local function execute(client, bufnr, lens, kind)
       result = result,
       error = err and err.message or nil,
     }
-    if err then
-      notify(('%s of %s failed: %s'):format(kind, kernel, err.message), vim.log.levels.ERROR)
+    local failed = M.failure_reason(M.last_report)
+    if failed then
+      notify(('%s of %s failed: %s'):format(kind, kernel, failed), vim.log.levels.ERROR)
     else
       local summary = type(result) == 'table' and result.summary or nil
       notify(('%s of %s finished%s. :KernelsightReport shows it.'):format(
@@ -225,7 +241,21 @@ function M.cancel()
   end
 end
 
---- The last report as markdown lines.
+--- The reason a report failed (request error or `ok = false` in the result), or nil.
+function M.failure_reason(report)
+  if report.error then
+    return report.error
+  end
+  local r = report.result
+  if type(r) == 'table' and r.ok == false then
+    return (type(r.reason) == 'string' and r.reason) or (type(r.status) == 'string' and r.status) or 'failed'
+  end
+  return nil
+end
+
+--- The last report as markdown lines. The server answers {ok, reason?, applied?, status?,
+--- output?}; a markdown string (or `markdown`/`report` field) is shown as it is, other values
+--- as JSON.
 ---@return string[]
 function M.report_lines(report)
   local title = report.command == SERVER_COMMANDS.optimize and 'Optimize' or 'Benchmark'
@@ -236,22 +266,36 @@ function M.report_lines(report)
     'Finished: ' .. report.finished,
     '',
   }
-  local r = report.result
-  local body
-  if report.error then
-    body = '**Failed:** ' .. report.error
-  elseif type(r) == 'string' then
-    body = r
-  elseif type(r) == 'table' and type(r.markdown) == 'string' then
-    body = r.markdown
-  elseif type(r) == 'table' and type(r.report) == 'string' then
-    body = r.report
-  elseif r == nil or r == vim.NIL then
-    body = '_The server returned no result._'
-  else
-    body = '```json\n' .. vim.json.encode(r) .. '\n```'
+  local failed = M.failure_reason(report)
+  if failed then
+    vim.list_extend(lines, { '**Failed:** ' .. failed, '' })
   end
-  vim.list_extend(lines, vim.split(body, '\n', { plain = true }))
+  if report.error then
+    return lines
+  end
+  local r = report.result
+  local parts = {}
+  if type(r) == 'string' then
+    parts = { r }
+  elseif type(r) == 'table' and type(r.markdown) == 'string' then
+    parts = { r.markdown }
+  elseif type(r) == 'table' and type(r.report) == 'string' then
+    parts = { r.report }
+  elseif type(r) == 'table' then
+    if type(r.applied) == 'boolean' then
+      table.insert(parts, 'Rewrite applied: ' .. (r.applied and 'yes' or 'no')
+        .. (type(r.reason) == 'string' and (' (' .. r.reason .. ')') or ''))
+    end
+    if vim.islist(r.output) and #r.output > 0 then
+      table.insert(parts, '```text\n' .. table.concat(r.output, '\n') .. '\n```')
+    end
+    if #parts == 0 then
+      parts = { '```json\n' .. vim.json.encode(r) .. '\n```' }
+    end
+  else
+    parts = { '_The server returned no result._' }
+  end
+  vim.list_extend(lines, vim.split(table.concat(parts, '\n\n'), '\n', { plain = true }))
   return lines
 end
 

@@ -1,0 +1,1876 @@
+"""Grid-level checks: what the programs of a launch do together.
+
+Per-kernel checks (``checks.py``) look at one program. These look at the whole grid, from the
+access log of the interpreter (``it.accesses``) and the grid (``#@ grid``, else the launch
+site in the same file, see ``analysis.infer``):
+
+* KS301 coverage: every element of a stored tensor that ``computes`` names (or, without
+  ``computes``, the declared or mask-inferred extent) is written by some program.
+* KS302 races: no element is written by two different programs.
+* KS303 / KS304 footprint of ``#@ computes OUT[d...] from IN[...]``: every written element
+  reads all (KS303) and only (KS304) the input elements named.
+* KS205 ``#@ partners LEAD: V1, ...``: a loop iteration that updates LEAD rescales every
+  partner by a factor computed from the old and the new LEAD.
+* KS305 a launch grid sized by floor division; KS306 a store whose address ignores a program
+  id axis that the kernel's other accesses split work along (plain code, no annotations).
+
+How each is decided (details in docs/analysis.md, "Grid-level checks"):
+
+* Coverage, races and the "reads all" half of the footprint are decided by **enumeration**:
+  concrete launch sizes are chosen (sizes that are and are not multiples of the blocks, at
+  most ``MAX_SCENARIOS``, each satisfying the ``#@ assume`` facts), every program of the grid
+  and every loop iteration is visited, and the tile of each access becomes a *box*: per
+  logical coordinate, the set of values its unmasked lanes reach (a coordinate that depends on
+  one tile axis; masks conjuncts on one axis filter that axis). Tiles that are not boxes are
+  enumerated lane by lane when small. Counterexamples say ``method="enumeration"``.
+* The "only" half of the footprint compares the tags of the stored value with the
+  ``computes`` index expressions and asks z3 for a written lane where they differ
+  (``method="smt"``); data-dependent reads and uninterpreted functions (``expert(s)``) are
+  handled by the solver's assumption templates.
+* KS306 is structural (which program id axes an address mentions), with a z3 model for the
+  witness lane; KS205 is a def-use analysis of the loop body; KS305 reads the launch site.
+
+Cost: enumeration is bounded by ``MAX_PROGRAMS`` programs, ``MAX_BOXES`` boxes and
+``MAX_ELEMENTS`` marked elements per scenario, and stops at the kernel's deadline.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..kernel import ComputesDecl, KernelInfo, ParsedFile
+from ..model import Counterexample, Related, Span
+from .access import Access
+from .interp import Interp
+from .poly import ONE, Poly, fmt
+from .render import INDEX_NAMES, atom_names, show
+from .report import Reporter, counterexample, related_chain
+from .solver import Domain, SolverContext
+from .values import TRUE, V, b_and, b_eval, b_polys, cmp, conjuncts
+
+MAX_SCENARIOS = 3
+MAX_PROGRAMS = 4096
+MAX_BOXES = 20000
+MAX_ELEMENTS = 1 << 21
+MAX_LANES = 1 << 14
+MAX_TRIPS = 4096
+
+
+class _Unknown(Exception):
+    """A quantity the enumeration cannot evaluate (a memory read, an unknown integer)."""
+
+
+# ============================================================================ entry point
+
+def run_grid_checks(it: Interp, solver: SolverContext, rep: Reporter, kernel: KernelInfo,
+                    parsed: ParsedFile, config) -> None:
+    """Run the grid-level checks of one constexpr case (see module docstring).
+
+    Args:
+        it: the interpreter after ``run()`` (access log, carried values, terms, consts).
+        solver: this case's SolverContext (its ``pid_bounds`` come from ``#@ grid``; when the
+            kernel has none, the grid inferred from the launch site is installed here).
+        rep: the kernel's Reporter (findings, tally, hovers).
+        kernel, parsed, config: the usual.
+
+    Never raises for odd kernels: what cannot be evaluated is skipped (counted as unproved).
+    """
+    g = _GridChecks(it, solver, rep, kernel, parsed, config)
+    g.run()
+
+
+@dataclass
+class _Box:
+    """What one access touches in one program and iteration: per coordinate, the values its
+    unmasked lanes reach (``axes``: sorted lists), or explicit coordinate tuples (``points``)
+    when the tile is not a product of per-coordinate sets."""
+
+    pid: tuple
+    iters: dict
+    axes: list | None = None
+    points: set | None = None
+    acc: Access | None = None
+
+    def empty(self) -> bool:
+        if self.points is not None:
+            return not self.points
+        return any(not a for a in self.axes)
+
+    def contains(self, elem: tuple) -> bool:
+        if self.points is not None:
+            return elem in self.points
+        return all(e in _AxisSet.of(a) for e, a in zip(elem, self.axes))
+
+    def first(self) -> tuple:
+        if self.points is not None:
+            return min(self.points)
+        return tuple(a[0] for a in self.axes)
+
+
+class _AxisSet:
+    _cache: dict = {}
+
+    @staticmethod
+    def of(values: list) -> set:
+        key = id(values)
+        hit = _AxisSet._cache.get(key)
+        if hit is None or hit[0] is not values:
+            hit = (values, set(values))
+            _AxisSet._cache[key] = hit
+            if len(_AxisSet._cache) > 4096:
+                _AxisSet._cache.clear()
+                _AxisSet._cache[key] = hit
+        return hit[1]
+
+
+# ============================================================================ the checks
+
+class _GridChecks:
+    def __init__(self, it: Interp, solver: SolverContext, rep: Reporter, kernel: KernelInfo,
+                 parsed: ParsedFile, config):
+        self.it = it
+        self.solver = solver
+        self.rep = rep
+        self.kernel = kernel
+        self.parsed = parsed
+        self.config = config
+        self.ann = kernel.annotations
+        self.names = atom_names(it)
+        self.deadline = solver.deadline or (time.perf_counter() + 1.0)
+        self.grid, self.grid_source, self.grid_span = self._grid()
+        self.consts = {k: int(v) for k, v in it.consts.items()
+                       if isinstance(v, (int, bool))}
+        self.by_id = {a.id: a for a in it.accesses}
+        self.reported_stores: set[int] = set()
+        used = [k for a in it.accesses for k in self._pid_axes_access(a)]
+        if self.ann.grid is not None:
+            self.n_axes = len(self.ann.grid.axes)
+        elif self.grid_source == "launch":
+            self.n_axes = max([k for k in range(3) if self.grid[k] != ONE] + used + [0]) + 1
+        else:
+            self.n_axes = max(used + [0]) + 1
+
+    def _pid(self, pid) -> tuple:
+        """A program id with as many axes as the grid has (or the kernel uses)."""
+        p = list(pid)[:max(self.n_axes, 1)]
+        return tuple(p + [0] * (self.n_axes - len(p)))
+
+    # ------------------------------------------------------------------ setup
+    def _grid(self) -> tuple[list[Poly] | None, str | None, Span | None]:
+        g = self.ann.grid
+        if g is not None:
+            axes = [self.it.annot_poly(e.tree) for e in g.axes[:3]]
+            if any(a is None for a in axes):
+                return None, None, None
+            return axes + [ONE] * (3 - len(axes)), "annotation", g.span
+        from ..infer import infer_grid
+        try:
+            exprs = infer_grid(self.parsed, self.kernel)
+        except Exception:  # inference is best effort; never take the analysis down
+            exprs = None
+        if not exprs:
+            return None, None, None
+        axes = [self.it.annot_poly(e.tree) for e in exprs[:3]]
+        if any(a is None for a in axes):
+            return None, None, None
+        axes = axes + [ONE] * (3 - len(axes))
+        if not self.solver.pid_bounds:
+            self.solver.pid_bounds = {k: p for k, p in enumerate(axes)}
+        return axes, "launch", exprs[0].span
+
+    def time_left(self) -> bool:
+        return time.perf_counter() < self.deadline
+
+    def run(self) -> None:
+        if self.it.kernel.is_helper:
+            return
+        self.check_floor_grid()
+        self.check_store_ignores_axis()
+        if self.time_left():
+            self.check_partners()
+        if self.time_left():
+            self.check_footprint_tags()
+        if self.grid is not None and self.time_left():
+            self.check_enumerated()
+
+    # ================================================================ KS305
+    def check_floor_grid(self) -> None:
+        """A launch grid axis ``a // b`` that is not the ``(a + b - 1) // b`` idiom."""
+        for launch in self.parsed.launches:
+            if launch.kernel != self.kernel.name or not launch.grid:
+                continue
+            for axis, e in enumerate(launch.grid):
+                if e.tree is None:
+                    continue
+                for node in _top_level_floordivs(e.tree):
+                    if _is_ceil_idiom(node):
+                        continue
+                    b = node.right
+                    if not self._is_block_name(launch, b):
+                        continue
+                    num, den = ast.unparse(node.left), ast.unparse(b)
+                    den_v = self._host_value(den)
+                    sizes = {}
+                    if den_v:
+                        sizes = {num: 2 * den_v + 1, den: den_v}
+                    notes = []
+                    if den_v:
+                        notes.append(f"{num}={2 * den_v + 1}, {den}={den_v}: the grid has "
+                                     f"{2} programs on axis {axis}, covering {2 * den_v} of "
+                                     f"{2 * den_v + 1} elements; the last {1} is never "
+                                     "processed")
+                    cex = Counterexample(program_id=None, sizes=sizes,
+                                         values={"grid axis": e.text,
+                                                 "programs": 2 if den_v else "?"},
+                                         method="enumeration", notes=notes)
+                    span = e.span_of(node)
+                    self.rep.report(
+                        "KS305", f"launch grid axis {axis} is `{e.text}`: floor division "
+                        f"drops the last partial block when {num} is not a multiple of {den}; "
+                        f"use triton.cdiv({num}, {den})", span, cex,
+                        [Related(launch.span, "launch site")],
+                        dedupe=("KS305", span.line, span.col))
+
+    def _is_block_name(self, launch, node: ast.expr) -> bool:
+        """``node`` names a tile size: a constexpr parameter of the kernel (``META['BLOCK']``
+        is already ``BLOCK``), or the host value passed to one (``BLOCK=block``)."""
+        if not isinstance(node, ast.Name):
+            return False
+        p = self.kernel.param(node.id)
+        if p is not None and p.is_constexpr:
+            return True
+        from ..launches import bind_args
+        for pname, arg in bind_args(launch, self.kernel).items():
+            q = self.kernel.param(pname)
+            if q is not None and q.is_constexpr and arg.expr.text.strip() == node.id:
+                return True
+        return False
+
+    def _host_value(self, text: str) -> int | None:
+        v = self.consts.get(text)
+        if isinstance(v, int) and v > 1:
+            return v
+        try:
+            c = int(text, 0)
+            return c if c > 1 else None
+        except ValueError:
+            return None
+
+    # ================================================================ KS306
+    def check_store_ignores_axis(self) -> None:
+        """A store whose address (offset, mask, path conditions) mentions no ``pid_k`` while
+        the kernel's other accesses and the stored value depend on ``pid_k``: every program
+        along axis k writes the same elements."""
+        it = self.it
+        axes_of = {a.id: self._pid_axes_access(a) for a in it.accesses}
+        for acc in it.accesses:
+            if acc.kind != "store" or acc.offset is None or acc.base is None:
+                continue
+            mine = axes_of[acc.id]
+            others = set()
+            users: dict[int, list[Access]] = {}
+            for o in it.accesses:
+                if o.id == acc.id:
+                    continue
+                for k in axes_of[o.id]:
+                    others.add(k)
+                    users.setdefault(k, []).append(o)
+            value_axes = self._value_axes(acc.value)
+            store_bounds = self._mask_bounds(acc, None)
+            for k in sorted(others - mine):
+                if k not in value_axes:
+                    continue
+                # the axis must split the dimension the store covers: some access bounds a
+                # pid_k-dependent coordinate by a size the store's mask also bounds (split-K
+                # reduction axes and per-row scalars fail this)
+                split = set()
+                for u in users.get(k, []):
+                    split |= self._mask_bounds(u, k)
+                if not (split & store_bounds):
+                    continue
+                if self.grid is not None:
+                    n = self.grid[k].const_value()
+                    if n is not None and n <= 1:
+                        continue
+                self._report_ignored_axis(acc, k, users.get(k, []))
+                break
+
+    def _mask_bounds(self, a: Access, axis: int | None) -> set[str]:
+        """Size atoms compared in ``a``'s mask conjuncts (only conjuncts that depend on
+        ``pid{axis}`` when ``axis`` is given)."""
+        out: set[str] = set()
+        if a.mask is None:
+            return out
+        for c in conjuncts(a.mask):
+            polys = b_polys(c)
+            if axis is not None and axis not in self._pid_axes(polys):
+                continue
+            for p in polys:
+                out |= self._free_atoms(p)
+        return out
+
+    def _pid_axes_access(self, a: Access) -> set[int]:
+        polys = []
+        if a.offset is not None:
+            polys.append(a.offset)
+        for e in ([a.mask] if a.mask is not None else []) + list(a.guards):
+            polys += b_polys(e)
+        if a.block:
+            for key in ("offsets", "shape", "strides"):
+                polys += [p for p in a.block.get(key, []) if isinstance(p, Poly)]
+        return self._pid_axes(polys)
+
+    def _pid_axes(self, polys) -> set[int]:
+        out = set()
+        for p in polys:
+            for atom in self.it.terms.deep_atoms(p):
+                if atom.startswith("pid") and atom[3:4].isdigit() and len(atom) == 4:
+                    out.add(int(atom[3]))
+        return out
+
+    def _value_axes(self, v: V | None) -> set[int]:
+        if v is None:
+            return set()
+        polys = []
+        if v.poly is not None:
+            polys.append(v.poly)
+        for t in (v.tags or {}).values():
+            polys.append(t.coord)
+        for lid in v.loads or ():
+            a = self.by_id.get(lid)
+            if a is not None and a.offset is not None:
+                polys.append(a.offset)
+        return self._pid_axes(polys)
+
+    def _report_ignored_axis(self, acc: Access, k: int, users: list[Access]) -> None:
+        it = self.it
+        pk = f"pid{k}"
+        name = self.names.get(pk, pk)
+        goal = b_and(acc.mask if acc.mask is not None else TRUE,
+                     cmp("==", Poly.atom(pk), Poly.const(1)))
+        # program pid_k = 1 must have work of its own: some lane of an access that uses
+        # pid_k is enabled there (else the axis might have a single program at these sizes)
+        from .values import b_map
+        for u in users:
+            if u.mask is None or not u.shape:
+                continue
+            sub = {f"%{d}": Poly.atom(f"?u{d}") for d in range(len(u.shape))}
+            bounds = [b_and(cmp(">=", Poly.atom(f"?u{d}"), Poly.const(0)),
+                            cmp("<", Poly.atom(f"?u{d}"), Poly.const(n)))
+                      for d, n in enumerate(u.shape)]
+            goal = b_and(goal, b_map(u.mask, lambda p: it.terms.subst(p, sub)), *bounds)
+            break
+        res = self.solver.query([goal], acc.domain())
+        if res.status == "unsat":
+            self.rep.outcome(res, f"the store's programs along {name} write disjoint elements",
+                             acc.span)
+            return
+        model = dict(res.model) if res.status == "sat" else {}
+        n_axes = max(self.n_axes, k + 1)
+        pid_a = tuple(0 if a == k else model.get(f"pid{a}", 0) for a in range(n_axes))
+        pid_b = tuple(1 if a == k else model.get(f"pid{a}", 0) for a in range(n_axes))
+        env = self._model_env(model)
+        try:
+            off = it.terms.evaluate(acc.offset, env)
+        except Exception:
+            off = "?"
+        elem = {INDEX_NAMES[d]: model.get(f"%{d}", 0) for d in range(len(acc.shape))}
+        where = f"{acc.base}[{off}]"
+        decl = it.decls.get(acc.base)
+        if decl is not None and isinstance(off, int):
+            coords = it.decompose(decl, acc.offset)
+            if coords is not None:
+                try:
+                    vals = [it.terms.evaluate(c, env) for c in coords]
+                    where = f"{decl.name}[{', '.join(str(v) for v in vals)}]"
+                except Exception:
+                    pass
+        sizes = {a: v for a, v in sorted(model.items())
+                 if a[0] not in "%@?{" and not a.startswith("pid")}
+        for c, v in self.consts.items():
+            sizes.setdefault(c, v)
+        lines = sorted({u.line + 1 for u in users})
+        cex = Counterexample(program_id=pid_a, element=elem, sizes=sizes,
+                             values={"program_id (second)": list(pid_b), "element": where},
+                             method="smt" if res.status == "sat" else "enumeration",
+                             notes=[f"programs {name}=0 and {name}=1 both write {where}"])
+        msg = (f"tl.store to {acc.base} ignores program_id({k}) ({name}), which the accesses at "
+               f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} split work "
+               f"along: programs {pid_a} and {pid_b} both write {where} (a write race), and "
+               f"the elements the other {name} programs should write are never written")
+        related = [Related(u.span, f"{'tl.load' if u.kind == 'load' else 'tl.store'} uses "
+                           f"{name}") for u in users[:3]]
+        related += related_chain(it, [acc.ptr_node], acc.line)
+        if self.rep.report("KS306", msg, acc.span, cex, related,
+                           dedupe=("KS306", acc.span.line, acc.span.col)):
+            self.rep.outcome("refuted", f"every program along {name} writes its own elements",
+                             acc.span)
+        self.reported_stores.add(acc.id)
+
+    def _model_env(self, model: dict) -> Callable[[str], int]:
+        consts = self.consts
+
+        def env(a: str) -> int:
+            if a in model:
+                return model[a]
+            if a in consts:
+                return consts[a]
+            return 0
+        return env
+
+    # ================================================================ KS205
+    def check_partners(self) -> None:
+        """``#@ partners LEAD: P1, P2``: in each loop that updates LEAD, every partner is
+        multiplied by a factor that depends on the old LEAD and on its new value."""
+        tree = self.kernel.tree
+        if tree is None:
+            return
+        for d in self.ann.partners:
+            names = [e.text.strip() for e in d.exprs]
+            if len(names) < 2:
+                continue
+            lead, partners = names[0], names[1:]
+            for loop in ast.walk(tree):
+                if not isinstance(loop, (ast.For, ast.While)):
+                    continue
+                body = _flatten(loop.body)
+                upd = [i for i, s in enumerate(body) if lead in _targets(s)]
+                if not upd:
+                    continue
+                li = upd[-1]
+                new_src = _rhs_names(body[li]) - {lead}
+                for p in partners:
+                    self._check_partner(loop, body, lead, li, new_src, p, d)
+
+    def _check_partner(self, loop, body, lead: str, li: int, new_src: set[str], p: str,
+                       d) -> None:
+        assigns = [i for i, s in enumerate(body) if p in _targets(s)]
+        if not assigns:
+            return
+        ok = False
+        for i in assigns:
+            for factor in _scale_factors(body[i], p):
+                # the old LEAD must reach the factor other than through the new value
+                # (exp(-m_new) mentions m_i only inside m_new = max(m_i, ...))
+                deps = _deps(body, i, factor, stop=new_src)
+                old = lead in deps and _reads_before(body, lead, i, li)
+                new = bool(deps & (new_src | {lead})) and (bool(deps & new_src) or i > li)
+                if old and new:
+                    ok = True
+        span = _stmt_span(self.parsed, body[assigns[-1]])
+        text = f"{p} is rescaled when {lead} changes"
+        if ok:
+            self.rep.outcome("proved", text, span)
+            return
+        self.rep.outcome("refuted", text, span)
+        var = loop.target.id if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) \
+            else "iteration"
+        lead_line = body[li].lineno
+        rescaled = [q for q in d.exprs[1:] if q.text.strip() != p]
+        cex = Counterexample(loop={var: 1}, values={"lead": lead, "partner": p},
+                             method="dataflow",
+                             notes=[f"iteration 1 of the loop at line {loop.lineno}: {lead} "
+                                    f"is updated at line {lead_line}; when it grows, {p} keeps "
+                                    f"values scaled for the old {lead} while "
+                                    f"{', '.join(q.text for q in rescaled) or 'the others'} "
+                                    "are rescaled"])
+        related = [Related(_stmt_span(self.parsed, body[li]), f"{lead} updated here"),
+                   Related(d.span, f"#@ partners {d.raw}")]
+        self.rep.report("KS205", f"{p} is not rescaled in the iteration that updates {lead}: "
+                        f"multiply it by a factor computed from the old and the new {lead} "
+                        f"(e.g. exp({lead} - {lead}_new))", span, cex, related,
+                        dedupe=("KS205", span.line, p))
+
+    # ================================================================ KS304 (tags)
+    def check_footprint_tags(self) -> None:
+        """For every store into the OUT of a ``computes``, each input coordinate the stored
+        value carries as a tag must equal the index expression ``computes`` gives for it."""
+        it = self.it
+        for comp in self.ann.computes:
+            out = it.decl_names.get(comp.out.tensor)
+            if out is None:
+                continue
+            for acc in it.accesses:
+                if acc.kind != "store" or acc.base != out.ptr or acc.offset is None:
+                    continue
+                v = acc.value
+                if v is None or v.kind != "data" or not v.tags or v.shape != acc.shape:
+                    continue
+                coords = it.decompose(out, acc.offset)
+                if coords is None:
+                    continue
+                env = self._out_env(comp, out, coords)
+                if env is None:
+                    continue
+                for ref in comp.inputs:
+                    decl = it.decl_names.get(ref.tensor)
+                    if decl is None or len(ref.indices) != len(decl.dims):
+                        continue
+                    out_names = {i.text.strip() for i in comp.out.indices}
+                    for dim, idx in zip(decl.dims, ref.indices):
+                        if _is_range(idx):
+                            continue
+                        if idx.text.strip() == dim.name and dim.name in out_names and \
+                                any(d.name == dim.name for d in out.dims):
+                            # the input's coordinate is the output's: store alignment
+                            # (KS203) already compares it
+                            continue
+                        tag = v.tags.get(dim.name)
+                        if tag is None or tag.tensor != decl.name:
+                            continue
+                        self._tag_query(acc, comp, decl, dim.name, idx, tag.coord, env, ref)
+
+    def _concrete_retry(self, goal, acc: Access):
+        """Re-ask a query that timed out with the program id and the sizes that the program
+        id decoding depends on fixed to concrete values (a few programs of a few scenarios):
+        the decoding (``pid // num_pid_in_group`` ...) then folds to constants and only the
+        data-dependent part (reads, uninterpreted functions) is left to z3. A ``sat`` answer
+        refutes the obligation; ``unsat`` answers only cover the tried values, so the result
+        stays ``unknown`` then."""
+        from .solver import Result
+        from .values import b_map
+        it = self.it
+        atoms: set[str] = set()
+        for p in b_polys(goal):
+            atoms |= it.terms.deep_atoms(p)
+        pids = sorted(a for a in atoms if a.startswith("pid") and len(a) == 4)
+        if not pids:
+            return Result("unknown")
+        hard: set[str] = set()
+        for a in atoms:
+            if a[0] == "{" and any(x.startswith("pid") for x in it.terms.deep_atoms(
+                    Poly.atom(a))):
+                hard |= self._free_atoms(Poly.atom(a))
+        for p in self.grid or []:
+            hard |= self._free_atoms(p)
+        hard = {a for a in hard if a[0] not in "?"}
+        tries = 0
+        for env in self._scenarios(hard, []):
+            try:
+                programs = self._programs(env) if self.grid is not None else None
+            except _Unknown:
+                programs = None
+            if not programs:
+                continue
+            picks = [programs[min(1, len(programs) - 1)], programs[-1], programs[0],
+                     programs[len(programs) // 2]]
+            seen = set()
+            for pid in picks:
+                if pid in seen:
+                    continue
+                seen.add(pid)
+                tries += 1
+                if tries > 6 or not self.time_left():
+                    return Result("unknown")
+                sub = {a: Poly.const(env[a]) for a in hard if a in env}
+                for k in range(3):
+                    sub[f"pid{k}"] = Poly.const(pid[k])
+                g2 = b_map(goal, lambda p: it.terms.subst(p, sub))
+                res = self.solver.query([g2], acc.domain())
+                if res.status == "sat":
+                    model = dict(res.model)
+                    for a, v in sub.items():
+                        model[a] = v.const_value()
+                    return Result("sat", model, res.reads)
+        return Result("unknown")
+
+    def _out_env(self, comp: ComputesDecl, out, coords: list[Poly]) -> dict | None:
+        env = {}
+        if len(comp.out.indices) != len(coords):
+            return None
+        for idx, c in zip(comp.out.indices, coords):
+            t = idx.tree
+            if isinstance(t, ast.Name):
+                env[t.id] = V("int", poly=c, width=64)
+        return env
+
+    def _tag_query(self, acc: Access, comp, decl, dim: str, idx, coord: Poly, env,
+                   ref=None) -> None:
+        it = self.it
+        try:
+            want = it.annot_eval(idx.tree, env)
+        except Exception:
+            return
+        if want.kind != "int" or want.poly is None:
+            return
+        text = f"{comp.out.tensor}[...] reads {decl.name}.{dim} = {idx.text}"
+        if want.poly == coord:
+            self.rep.outcome("proved", text, acc.span)
+            return
+        goal = b_and(acc.mask if acc.mask is not None else TRUE, cmp("!=", coord, want.poly))
+        res = self.solver.query([goal], acc.domain())
+        if res.status == "unknown":
+            res = self._concrete_retry(goal, acc)
+        status = self.rep.outcome(res, text, acc.span)
+        if status != "refuted":
+            return
+        m = res.model
+        cex = counterexample(res, it, acc.shape, acc.loops,
+                             {f"{decl.name}.{dim} read": coord, f"{idx.text} (computes)":
+                              want.poly})
+        for r, val in list(res.reads.items())[:6]:
+            cex.values[f"{_read_name(it, r[0])}[{r[1]}]"] = val
+        out_coords = it.decompose(it.decl_names[comp.out.tensor], acc.offset) or []
+        elem = []
+        for c in out_coords:
+            try:
+                elem.append(str(it.terms.evaluate(c, self._model_env(m),
+                                                  lambda b, o: res.reads.get((b, o), 0))))
+            except Exception:
+                elem.append("?")
+        where = f"{comp.out.tensor}[{', '.join(elem)}]"
+        cex.notes.append(f"{where} is computed from {decl.name} at {dim} = "
+                         f"{cex.values.get(f'{decl.name}.{dim} read')}, but `computes` names "
+                         f"{dim} = {idx.text} = {cex.values.get(f'{idx.text} (computes)')}")
+        cex.program_id = self._pid(tuple(m.get(f"pid{k}", 0) for k in range(3)))
+        got = _concrete_text(it, coord, self._model_env(m), res.reads)
+        msg = (f"footprint: {where} (program {cex.program_id}) reads {decl.name} at {dim} = "
+               f"{got}, but `computes` names {decl.name}[{ref_text(ref)}] with {dim} = "
+               f"{idx.text}")
+        self.rep.report("KS304", msg, acc.span, cex,
+                        [Related(comp.span, "#@ computes")] +
+                        related_chain(it, [acc.ptr_node], acc.line),
+                        dedupe=("KS304", acc.span.line, decl.name, dim))
+
+    # ================================================================ enumeration
+    def _host_decided_constexprs(self) -> set[str]:
+        """Constexprs whose value the analysis had to make up: no default, launch literal or
+        autotune config (``fallback``), or a flag analysed both ways. A launcher that
+        computes them from the sizes (``XBLOCK = next_power_of_2(cdiv(M, 12))``) ties them
+        to the grid in a way enumeration cannot see."""
+        out = {k for k, v in self.it.fallback.items() if v is not None}
+        try:
+            from . import _flag_names, constexpr_cases
+            cases, _ = constexpr_cases(self.kernel, self.parsed)
+            for n in _flag_names(self.kernel):
+                if len({repr(c.get(n)) for c in cases}) > 1:
+                    out.add(n)
+        except Exception:
+            pass
+        return out
+
+    def check_enumerated(self) -> None:
+        """KS301, KS302 and KS303 at concrete sizes (see module docstring)."""
+        it = self.it
+        if self.grid_source == "launch" and self._host_decided_constexprs():
+            return
+        stores: dict[str, list[Access]] = {}
+        for acc in it.accesses:
+            if acc.kind == "store" and acc.base is not None and acc.offset is not None \
+                    and acc.id not in self.reported_stores:
+                stores.setdefault(acc.base, []).append(acc)
+        if not stores:
+            return
+        targets = []
+        for base, accs in stores.items():
+            t = self._target(base, accs)
+            if t is not None:
+                targets.append(t)
+        if not targets:
+            return
+        needed: set[str] = set()
+        for t in targets:
+            needed |= t.atoms
+        for p in self.grid:
+            needed |= self._free_atoms(p)
+        if any(a[0] == "?" for a in needed):
+            return
+        found: set[tuple] = set()
+        for env in self._scenarios(needed, targets):
+            if not self.time_left():
+                return
+            try:
+                programs = self._programs(env)
+            except _Unknown:
+                continue
+            if programs is None:
+                continue
+            ev = _Evaluator(self.it, env)
+            for k in range(3):
+                # tl.num_programs(k) is the grid's extent (persistent loops step by it)
+                env[f"num_programs_{k}"] = ev.poly(self.grid[k])
+            for t in targets:
+                if not self.time_left():
+                    return
+                try:
+                    self._check_target(t, env, programs, found)
+                except _Unknown:
+                    continue
+
+    # -- what to check per stored pointer
+    @dataclass
+    class _Target:
+        base: str
+        stores: list
+        decl: Any
+        coords: dict  # store id -> list[Poly] logical coordinates
+        sizes: list | None  # extent per coordinate (Polys) or None (no coverage check)
+        computes: ComputesDecl | None
+        atoms: set = field(default_factory=set)
+        extent_from: str = ""
+
+    def _target(self, base: str, accs: list[Access]):
+        it = self.it
+        decl = it.decls.get(base)
+        coords: dict[int, list[Poly]] = {}
+        sizes = None
+        extent_from = ""
+        comp = None
+        if decl is not None:
+            for a in accs:
+                c = it.decompose(decl, a.offset)
+                if c is None:
+                    return None
+                coords[a.id] = c
+            sizes = it.decl_sizes(decl)
+            extent_from = f"#@ tensor {decl.name}"
+            for c in self.ann.computes:
+                if c.out.tensor == decl.name:
+                    comp = c
+            if comp is None and self.ann.computes:
+                # `computes` names the outputs; a declared tensor it does not name may be
+                # scratch space written partially on purpose
+                sizes = None
+        else:
+            # plain pointer: raw element offsets, only when they use no stride-like size
+            for a in accs:
+                if any(x not in self.tiled and x[0] not in "%@{" and not x.startswith("pid")
+                       and x not in self.consts for x in it.terms.deep_atoms(a.offset)):
+                    return None
+                coords[a.id] = [a.offset]
+            ext = self._mask_extent(accs)
+            if ext is not None:
+                sizes = [ext]
+                extent_from = "the store mask"
+        t = self._Target(base, accs, decl, coords, sizes, comp, extent_from=extent_from)
+        atoms: set[str] = set()
+        for a in accs:
+            atoms |= self._access_atoms(a, coords[a.id])
+        for s in sizes or []:
+            atoms |= self._free_atoms(s)
+        if comp is not None:
+            for ref in comp.inputs:
+                d = it.decl_names.get(ref.tensor)
+                if d is None:
+                    continue
+                for s in it.decl_sizes(d) or []:
+                    atoms |= self._free_atoms(s)
+                for load in self._loads_of(accs, d):
+                    c = it.decompose(d, load.offset) if load.offset is not None else None
+                    if c is not None:
+                        atoms |= self._access_atoms(load, c)
+        t.atoms = atoms
+        return t
+
+    @property
+    def tiled(self) -> set[str]:
+        """Size arguments compared against tile offsets (masks, loop bounds): they get values
+        around the block sizes; other free sizes (batch, heads) get small counts."""
+        hit = getattr(self, "_tiled", None)
+        if hit is not None:
+            return hit
+        out: set[str] = set()
+        for a in self.it.accesses:
+            for e in ([a.mask] if a.mask is not None else []):
+                for p in b_polys(e):
+                    out |= self._free_atoms(p)
+            for l in a.loops:
+                if l.hi is not None:
+                    out |= self._free_atoms(l.hi)
+        self._tiled = out
+        return out
+
+    def _free_atoms(self, p: Poly) -> set[str]:
+        out = set()
+        for a in self.it.terms.deep_atoms(p):
+            if a[0] in "%@{" or a.startswith("pid") or a in self.consts:
+                continue
+            out.add(a)
+        return out
+
+    def _access_atoms(self, a: Access, coords: list[Poly]) -> set[str]:
+        out: set[str] = set()
+        for c in coords:
+            out |= self._free_atoms(c)
+        for e in ([a.mask] if a.mask is not None else []) + list(a.guards):
+            for p in b_polys(e):
+                out |= self._free_atoms(p)
+        for l in a.loops:
+            for p in (l.lo, l.hi, l.step):
+                if p is not None:
+                    out |= self._free_atoms(p)
+        return out
+
+    def _mask_extent(self, accs: list[Access]) -> Poly | None:
+        """``offs < n`` in every store's mask, ``offs`` the store's offset: extent [0, n)."""
+        ext = None
+        for a in accs:
+            found = None
+            for c in conjuncts(a.mask):
+                if c[0] == "cmp" and c[1] == "<":
+                    rest = c[2] - a.offset
+                    # c: offset - n < 0  ->  rest = -n
+                    if not self.it.terms.index_vars(rest) and not self._pid_axes([rest]):
+                        found = -rest
+            if found is None or (ext is not None and found != ext):
+                return None
+            ext = found
+        return ext
+
+    def _loads_of(self, stores: list[Access], decl) -> list[Access]:
+        ids: set[int] = set()
+        for s in stores:
+            if s.value is not None:
+                ids |= set(s.value.loads or ())
+        return [a for a in self.it.accesses if a.id in ids and a.kind == "load"
+                and a.base == decl.ptr]
+
+    # -- concrete sizes
+    def _scenarios(self, needed: set[str], targets) -> list[dict]:
+        blocks = [v for v in self.consts.values() if v >= 2]
+        B = max(blocks) if blocks else 16
+        tiled = sorted(a for a in needed if a in self.tiled)
+        counts = sorted(a for a in needed if a not in self.tiled)
+        shapes = [
+            (lambda j: B * (j + 1) + j + 1, lambda j: 2 + j % 2),   # partial last blocks
+            (lambda j: B * (j + 2), lambda j: 3 - j % 2),           # whole blocks
+            (lambda j: max(1, B // 2 + j + 1), lambda j: 1),        # less than one block
+            (lambda j: 1, lambda j: 1),
+        ]
+        out = []
+        for ft, fc in shapes:
+            env = dict(self.consts)
+            for j, a in enumerate(tiled):
+                env[a] = ft(j)
+            for j, a in enumerate(counts):
+                env[a] = fc(j)
+            if self._assumptions_hold(env):
+                out.append(env)
+            if len(out) >= MAX_SCENARIOS:
+                break
+        return out
+
+    def _heuristics(self) -> list:
+        """``@triton.heuristics({"NAME": lambda args: EXPR})`` of this case's constexprs, as
+        (name, case value, parsed EXPR over kernel arguments)."""
+        hit = getattr(self, "_heur", None)
+        if hit is not None:
+            return hit
+        import re
+        from ..exprs import parse_expr
+        out = []
+        for name, e in self.kernel.heuristics.items():
+            if name not in self.it.consts or e.tree is None or not isinstance(e.tree, ast.Lambda):
+                continue
+            body = ast.unparse(e.tree.body)
+            arg = e.tree.args.args[0].arg if e.tree.args.args else "args"
+            body = re.sub(rf"\b{arg}\s*\[\s*['\"](\w+)['\"]\s*\]", r"\1", body)
+            tree = parse_expr(body)
+            if tree is not None:
+                out.append((name, self.it.consts[name], tree))
+        self._heur = out
+        return out
+
+    def _assumptions_hold(self, env: dict) -> bool:
+        ev = _Evaluator(self.it, env)
+        for name, value, tree in self._heuristics():
+            try:
+                v = self.it.annot_eval(tree)
+            except Exception:
+                continue
+            try:
+                if v.kind == "bool" and v.mask is not None:
+                    r = b_eval(v.mask, ev.poly)
+                    if r is not None and bool(r) != bool(value):
+                        return False
+                elif v.kind == "int" and v.poly is not None and isinstance(value, int):
+                    if ev.poly(v.poly) != value:
+                        return False
+            except _Unknown:
+                continue
+        for fact in self.solver.assumptions:
+            try:
+                r = b_eval(fact, ev.poly)
+            except _Unknown:
+                continue
+            if r is False:
+                return False
+        return True
+
+    def _programs(self, env: dict) -> list[tuple] | None:
+        ev = _Evaluator(self.it, env)
+        dims = [ev.poly(p) for p in self.grid]
+        if any(d < 0 for d in dims):
+            return None
+        total = dims[0] * dims[1] * dims[2]
+        if total == 0 or total > MAX_PROGRAMS:
+            return None
+        return list(itertools.product(range(dims[0]), range(dims[1]), range(dims[2])))
+
+    # -- one target at one scenario
+    def _check_target(self, t, env: dict, programs: list[tuple], found: set) -> None:
+        boxes: list[_Box] = []
+        for acc in t.stores:
+            for pid in programs:
+                for b in self._boxes(acc, t.coords[acc.id], env, pid):
+                    boxes.append(b)
+                    # A box can cost MAX_LANES evaluations: without the deadline here a kernel
+                    # ran 78 s past a 2 s budget (tests/test_regressions_fuzz.py).
+                    if len(boxes) > MAX_BOXES or not self.time_left():
+                        return
+        ev = _Evaluator(self.it, env)
+        sizes = None
+        if t.sizes is not None:
+            sizes = [ev.poly(s) for s in t.sizes]
+        if ("KS302", t.base) not in found:
+            race = _find_race(boxes, sizes)
+            if race is not None:
+                found.add(("KS302", t.base))
+                self._report_race(t, env, race)
+        if sizes is not None and ("KS301", t.base) not in found:
+            total = 1
+            for s in sizes:
+                total *= max(s, 0)
+            if 0 < total <= MAX_ELEMENTS:
+                hole = _find_hole(boxes, sizes)
+                if hole is not None:
+                    found.add(("KS301", t.base))
+                    self._report_hole(t, env, sizes, hole)
+        if t.computes is not None and ("KS303", t.base) not in found:
+            if self._check_reads_all(t, env, programs, boxes, sizes):
+                found.add(("KS303", t.base))
+
+    def _boxes(self, acc: Access, coords: list[Poly], env: dict, pid: tuple):
+        """The boxes of ``acc`` in program ``pid``: one per loop iteration (all iterations of
+        the enclosing loops, outermost first)."""
+        base_env = dict(env)
+        for k in range(3):
+            base_env[f"pid{k}"] = pid[k]
+        for iters in self._iterations(acc.loops, base_env):
+            e = dict(base_env)
+            e.update(iters)
+            b = _box(self.it, acc, coords, e)
+            if b is None:
+                raise _Unknown("tile")
+            b.pid, b.iters, b.acc = pid, {l.var: iters.get(l.atom, 0) for l in acc.loops}, acc
+            if not b.empty():
+                yield b
+
+    def _iterations(self, loops, env: dict):
+        if not loops:
+            yield {}
+            return
+        first, rest = loops[0], loops[1:]
+        ev = _Evaluator(self.it, env)
+        if first.hi is None:
+            raise _Unknown("unbounded loop")
+        lo, hi, step = ev.poly(first.lo), ev.poly(first.hi), ev.poly(first.step)
+        if step == 0:
+            raise _Unknown("zero step")
+        n = 0
+        v = lo
+        while (v < hi if step > 0 else v > hi):
+            if n >= MAX_TRIPS:
+                raise _Unknown("too many iterations")
+            e2 = dict(env)
+            e2[first.atom] = n
+            for inner in self._iterations(rest, e2):
+                out = {first.atom: n}
+                out.update(inner)
+                yield out
+            n += 1
+            v += step
+
+    # -- reporting of enumeration results
+    def _sizes_of(self, env: dict, t) -> dict:
+        out = {}
+        for a in sorted(t.atoms):
+            if a in env:
+                out[a] = env[a]
+        for a in sorted(self._grid_atoms()):
+            if a in env:
+                out[a] = env[a]
+        for k, v in self.consts.items():
+            out.setdefault(k, v)
+        return out
+
+    def _grid_atoms(self) -> set[str]:
+        out = set()
+        for p in self.grid or []:
+            out |= self._free_atoms(p)
+        return out
+
+    def _grid_text(self, env: dict) -> str:
+        ev = _Evaluator(self.it, env)
+        dims = [ev.poly(p) for p in self.grid]
+        while len(dims) > 1 and dims[-1] == 1:
+            dims.pop()
+        return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+
+    def _name_elem(self, t, elem: tuple) -> str:
+        if t.decl is not None:
+            return f"{t.decl.name}[{', '.join(map(str, elem))}]"
+        return f"{t.base}[{elem[0]}]"
+
+    def _report_race(self, t, env: dict, race) -> None:
+        b1, b2, elem = race
+        acc = b2.acc
+        where = self._name_elem(t, elem)
+        pid1 = self._pid(b1.pid)
+        pid2 = self._pid(b2.pid)
+        sizes = self._sizes_of(env, t)
+        notes = [f"grid {self._grid_text(env)} ({'#@ grid' if self.grid_source == 'annotation' else 'launch site'})",
+                 f"program {pid1} writes {where} at line {b1.acc.line + 1}"
+                 + (f" (iteration {_fmt_iters(b1.iters)})" if b1.iters else ""),
+                 f"program {pid2} writes {where} at line {acc.line + 1}"
+                 + (f" (iteration {_fmt_iters(b2.iters)})" if b2.iters else "")]
+        cex = Counterexample(program_id=pid2, loop=dict(b2.iters), sizes=sizes,
+                             values={"element": where, "other program_id": list(pid1)},
+                             method="enumeration", notes=notes)
+        msg = (f"write race: programs {pid1} and {pid2} both write {where} "
+               f"(sizes {_fmt_sizes(sizes, t.atoms | self._grid_atoms())})")
+        related = [Related(b1.acc.span, f"program {pid1} writes here")] if b1.acc is not acc \
+            else []
+        related += related_chain(self.it, [acc.ptr_node], acc.line)
+        self.rep.outcome("refuted", "no two programs write one element", acc.span)
+        self.rep.report("KS302", msg, acc.span, cex, related,
+                        dedupe=("KS302", acc.span.line, acc.span.col))
+
+    def _report_hole(self, t, env: dict, sizes: list[int], elem: tuple) -> None:
+        acc = t.stores[-1]
+        where = self._name_elem(t, elem)
+        sizes_d = self._sizes_of(env, t)
+        writer = self._would_write(t, env, elem)
+        notes = [f"grid {self._grid_text(env)} ({'#@ grid' if self.grid_source == 'annotation' else 'launch site'}); "
+                 f"extent from {t.extent_from}: {list(sizes)}"]
+        if writer is not None:
+            pid, lane, inside = writer
+            if inside:
+                notes.append(f"program {pid} would write it (lane {lane}) but its mask is false")
+            else:
+                notes.append(f"program {pid} would write it (lane {lane}), but the grid "
+                             f"{self._grid_text(env)} has no such program")
+        else:
+            notes.append("no program of any grid would write it: the address or mask never "
+                         "reaches it")
+        cex = Counterexample(program_id=writer[0] if writer else None,
+                             element=dict(writer[1]) if writer else {},
+                             sizes=sizes_d, values={"element": where},
+                             method="enumeration", notes=notes)
+        msg = (f"{where} is never written by any program (sizes "
+               f"{_fmt_sizes(sizes_d, t.atoms | self._grid_atoms())}, grid "
+               f"{self._grid_text(env)})")
+        related = []
+        if self.grid_span is not None:
+            related.append(Related(self.grid_span, "grid" if self.grid_source == "annotation"
+                                   else "launch grid"))
+        related += related_chain(self.it, [acc.ptr_node, acc.mask_node], acc.line)
+        self.rep.outcome("refuted", "every output element is written", acc.span)
+        self.rep.report("KS301", msg, acc.span, cex, related,
+                        dedupe=("KS301", acc.span.line, acc.span.col))
+
+    def _would_write(self, t, env: dict, elem: tuple):
+        """The program (inside or past the grid) whose tile holds ``elem``: probes the
+        programs of a grid twice as large per axis."""
+        ev = _Evaluator(self.it, env)
+        dims = [ev.poly(p) for p in self.grid]
+        ranges = [range(max(1, 2 * d + 1)) if d > 1 or self._pid_used(k) else range(1)
+                  for k, d in enumerate(dims)]
+        n = 0
+        for pid in itertools.product(*ranges):
+            n += 1
+            if n > 512:
+                break
+            for acc in t.stores:
+                e = dict(env)
+                for k in range(3):
+                    e[f"pid{k}"] = pid[k]
+                try:
+                    for iters in self._iterations(acc.loops, e):
+                        e2 = dict(e)
+                        e2.update(iters)
+                        lane = _lane_of(self.it, acc, t.coords[acc.id], e2, elem)
+                        if lane is not None:
+                            lane_vals, masked_in = lane
+                            inside = all(p < d for p, d in zip(pid, dims))
+                            if inside and masked_in:
+                                continue
+                            return self._pid(pid), lane_vals, inside
+                except _Unknown:
+                    return None
+        return None
+
+    def _pid_used(self, k: int) -> bool:
+        return any(k in self._pid_axes_access(a) for a in self.it.accesses)
+
+    # -- KS303 by enumeration
+    def _check_reads_all(self, t, env: dict, programs, boxes: list[_Box], sizes) -> bool:
+        it = self.it
+        comp = t.computes
+        ev = _Evaluator(it, env)
+        # one written element per program, at most a few programs
+        firsts: dict[tuple, _Box] = {}
+        for b in boxes:
+            if b.pid not in firsts and b.acc.kind == "store":
+                firsts[b.pid] = b
+        chosen = list(firsts.values())
+        chosen = chosen[-1:] + chosen[:1] if len(chosen) > 1 else chosen
+        for b in chosen:
+            elem = b.first()
+            if sizes is not None and any(not (0 <= e < s) for e, s in zip(elem, sizes)):
+                continue
+            out_env = {}
+            for idx, val in zip(comp.out.indices, elem):
+                if isinstance(idx.tree, ast.Name):
+                    out_env[idx.tree.id] = val
+            for ref in comp.inputs:
+                decl = it.decl_names.get(ref.tensor)
+                if decl is None or len(ref.indices) != len(decl.dims):
+                    continue
+                loads = self._loads_of(t.stores, decl)
+                if not loads:
+                    continue
+                r = self._reads_all_input(t, b, elem, out_env, ref, decl, loads, env)
+                if r is not None:
+                    self._report_partial(t, b, elem, ref, decl, env, r)
+                    return True
+        return False
+
+    def _reads_all_input(self, t, b: _Box, elem, out_env: dict, ref, decl, loads, env):
+        it = self.it
+        sizes = it.decl_sizes(decl)
+        if sizes is None:
+            return None
+        ev = _Evaluator(it, env)
+        want_point: dict[int, int] = {}
+        ranges: dict[int, tuple[int, int]] = {}
+        for j, idx in enumerate(ref.indices):
+            if idx.text.strip() == ":":
+                ranges[j] = (0, ev.poly(sizes[j]))
+            elif _is_range(idx):
+                lo_t, hi_t = _split_range(idx.text)
+                lo = self._eval_annot(lo_t, out_env, env) if lo_t else 0
+                hi = self._eval_annot(hi_t, out_env, env) if hi_t else ev.poly(sizes[j])
+                if lo is None or hi is None:
+                    return None
+                ranges[j] = (lo, hi)
+            else:
+                v = self._eval_annot(idx.text, out_env, env)
+                if v is not None:
+                    want_point[j] = v
+        if not ranges:
+            return None
+        got: dict[int, set] = {j: set() for j in ranges}
+        any_box = False
+        for load in loads:
+            coords = it.decompose(decl, load.offset) if load.offset is not None else None
+            if coords is None:
+                return None
+            try:
+                for lb in self._boxes(load, coords, env, b.pid):
+                    any_box = True
+                    if lb.points is not None:
+                        for pt in lb.points:
+                            if all(pt[j] == v for j, v in want_point.items()):
+                                for j in ranges:
+                                    got[j].add(pt[j])
+                        continue
+                    if all(v in _AxisSet.of(lb.axes[j]) for j, v in want_point.items()):
+                        for j in ranges:
+                            got[j].update(lb.axes[j])
+            except _Unknown:
+                return None
+        if not any_box:
+            return None
+        load_ids = {l.id for l in loads}
+        for w in self.it.wheres:
+            kept = self._where_kept(w, load_ids, decl, ranges, out_env, env, b.pid)
+            if kept is None:
+                continue
+            for j, vals in kept.items():
+                got[j] &= vals
+        for j, (lo, hi) in ranges.items():
+            missing = [x for x in range(lo, min(hi, lo + MAX_ELEMENTS)) if x not in got[j]]
+            if missing:
+                return (j, lo, hi, missing, sorted(got[j]), want_point)
+        return None
+
+    def _where_kept(self, w, load_ids: set, decl, ranges: dict, out_env: dict, env: dict,
+                    pid: tuple) -> dict | None:
+        """For ``tl.where(cond, x, CONST)`` whose arm derives from a load of ``decl``: the
+        values of each range coordinate of ``decl`` that survive ``cond`` in the lanes of the
+        written element (matched through the arm's tags), over all iterations. None when the
+        where does not relate the written element to ``decl``'s coordinates (or the engine
+        does not record the arm's tags)."""
+        tags = getattr(w, "tags", None)
+        other = getattr(w, "other", None)
+        if not tags or not isinstance(other, (int, float)) or not (set(w.loads) & load_ids):
+            return None
+        rng = {}
+        for j in ranges:
+            t = tags.get(decl.dims[j].name)
+            if t is not None and t.tensor == decl.name:
+                rng[j] = t.coord
+        if not rng:
+            return None
+        range_names = {decl.dims[j].name for j in rng}
+        rows = {n: tags[n].coord for n in out_env if n in tags and n not in range_names}
+        if not rows:
+            return None
+        it = self.it
+        base_env = dict(env)
+        for k in range(3):
+            base_env[f"pid{k}"] = pid[k]
+        kept: dict[int, set] = {j: set() for j in rng}
+        try:
+            for iters in self._iterations(list(getattr(w, "loops", []) or []), base_env):
+                e = dict(base_env)
+                e.update(iters)
+                ev = _Evaluator(it, e)
+                allowed = [list(range(n)) for n in w.shape]
+                for n, coord in rows.items():
+                    vs = it.terms.index_vars(coord)
+                    if not vs:
+                        if ev.poly(coord) != out_env[n]:
+                            return None  # this program's where concerns other elements
+                        continue
+                    if len(vs) != 1:
+                        return None
+                    (k,) = vs
+                    lin = _linear(it, coord, k, ev)
+                    if lin is None:
+                        return None
+                    a, c = lin
+                    allowed[k] = [x for x in allowed[k] if a * x + c == out_env[n]]
+                total = 1
+                for a_ in allowed:
+                    total *= len(a_)
+                if total > MAX_LANES:
+                    return None
+                for lane_vals in itertools.product(*allowed):
+                    lane = {f"%{k}": x for k, x in enumerate(lane_vals)}
+                    r = b_eval(w.discard, lambda p: ev.poly(p, lane))
+                    if r is None:
+                        return None
+                    if not r:
+                        for j, coord in rng.items():
+                            kept[j].add(ev.poly(coord, lane))
+        except _Unknown:
+            return None
+        return kept
+
+    def _eval_annot(self, text: str, out_env: dict, env: dict) -> int | None:
+        from ..exprs import parse_expr
+        tree = parse_expr(text)
+        if tree is None:
+            return None
+        try:
+            v = self.it.annot_eval(tree, {k: V("int", poly=Poly.const(x), width=64)
+                                          for k, x in out_env.items()})
+        except Exception:
+            return None
+        if v.kind != "int" or v.poly is None:
+            return None
+        try:
+            return _Evaluator(self.it, env).poly(v.poly)
+        except _Unknown:
+            return None
+
+    def _report_partial(self, t, b: _Box, elem, ref, decl, env, r) -> None:
+        j, lo, hi, missing, got, want_point = r
+        acc = b.acc
+        where = self._name_elem(t, elem)
+        dim = decl.dims[j].name
+        miss_idx = []
+        for jj in range(len(decl.dims)):
+            if jj == j:
+                miss_idx.append(str(missing[0]))
+            elif jj in want_point:
+                miss_idx.append(str(want_point[jj]))
+            else:
+                miss_idx.append(decl.dims[jj].name)
+        missing_el = f"{decl.name}[{', '.join(miss_idx)}]"
+        read = _ranges_text(got)
+        sizes = self._sizes_of(env, t)
+        for s in it_sizes(self.it, decl):
+            if s in env:
+                sizes.setdefault(s, env[s])
+        notes = [f"program {self._pid(b.pid)} writes {where}; `computes` needs {decl.name} "
+                 f"{dim} in [{lo}, {hi}), the program reads {dim} in {read or 'nothing'}",
+                 f"{len(missing)} value{'s' if len(missing) > 1 else ''} of {dim} never read, "
+                 f"first {missing_el}"]
+        cex = Counterexample(program_id=self._pid(b.pid), sizes=sizes,
+                             values={"element": where, "unread": missing_el,
+                                     f"{dim} read": read, f"{dim} needed": f"[{lo}, {hi})"},
+                             method="enumeration", notes=notes)
+        msg = (f"footprint incomplete: {where} should read {decl.name}[{ref_text(ref)}] but "
+               f"never reads {missing_el} ({dim} read: {read or 'none'}; needed [{lo}, {hi}); "
+               f"sizes {_fmt_sizes(sizes, t.atoms)})")
+        related = [Related(t.computes.span, "#@ computes")]
+        loads = self._loads_of(t.stores, decl)
+        for l in loads[:2]:
+            related.append(Related(l.span, f"reads {decl.name}"))
+            for lp in l.loops[:1]:
+                sp = Span(lp.line, 0, lp.line, len(self.parsed.lines[lp.line])
+                          if lp.line < len(self.parsed.lines) else 0)
+                related.append(Related(sp, f"loop over {lp.var}"))
+        self.rep.outcome("refuted", f"every written element reads all of {decl.name}"
+                         f"[{ref_text(ref)}]", acc.span)
+        self.rep.report("KS303", msg, acc.span, cex, related,
+                        dedupe=("KS303", acc.span.line, decl.name))
+
+
+# ============================================================================ helpers
+
+def it_sizes(it: Interp, decl) -> list[str]:
+    out = []
+    for s in it.decl_sizes(decl) or []:
+        out += [a for a in s.atoms() if a[0] not in "%@?{"]
+    return out
+
+
+def ref_text(ref) -> str:
+    return ", ".join(i.text for i in ref.indices)
+
+
+def _is_range(idx) -> bool:
+    t = idx.text.strip()
+    if t == ":":
+        return True
+    depth = 0
+    for ch in t:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == ":" and depth == 0:
+            return True
+    return False
+
+
+def _split_range(text: str) -> tuple[str, str]:
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == ":" and depth == 0:
+            return text[:i].strip(), text[i + 1:].strip()
+    return text, ""
+
+
+def _ranges_text(values: list[int]) -> str:
+    if not values:
+        return ""
+    parts = []
+    start = prev = values[0]
+    for v in values[1:]:
+        if v == prev + 1:
+            prev = v
+            continue
+        parts.append((start, prev))
+        start = prev = v
+    parts.append((start, prev))
+    return ", ".join(f"[{a}, {b + 1})" for a, b in parts[:4]) + (" ..." if len(parts) > 4
+                                                                 else "")
+
+
+def _trim_pid(pid: tuple) -> tuple:
+    p = list(pid)
+    while len(p) > 1 and p[-1] == 0:
+        p.pop()
+    return tuple(p)
+
+
+def _fmt_iters(iters: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in iters.items())
+
+
+def _fmt_sizes(sizes: dict, relevant: set) -> str:
+    items = [(k, v) for k, v in sizes.items() if k in relevant] or list(sizes.items())
+    return " ".join(f"{k}={v}" for k, v in items[:8])
+
+
+def _concrete_text(it: Interp, p: Poly, env, reads: dict) -> str:
+    """``ExpertIds[1] = 0`` for a value read from memory, else the value."""
+    def rd(b, o):
+        return reads.get((b, o), 0)
+    try:
+        val = it.terms.evaluate(p, env, rd)
+    except Exception:
+        return fmt(p)
+    if len(p.terms) == 1:
+        (mono, c), = p.terms.items()
+        if c == 1 and len(mono) == 1 and mono[0][0] == "{":
+            d = it.terms.defs.get(mono[0])
+            if d and d[0] == "read":
+                try:
+                    off = it.terms.evaluate(d[1][1], env, rd)
+                    return f"{_read_name(it, d[1][0])}[{off}] = {val}"
+                except Exception:
+                    pass
+    return str(val)
+
+
+def _read_name(it: Interp, base: str) -> str:
+    d = it.decls.get(base)
+    return d.name if d is not None else base
+
+
+def _top_level_floordivs(tree: ast.expr):
+    """Floor divisions of a grid axis outside any call (``n // BLOCK``, ``B * (n // BLOCK)``;
+    not the ``out_c // groups`` inside ``triton.cdiv(out_c // groups, BLOCK)``)."""
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call):
+            continue
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv):
+            yield n
+        stack.extend(ast.iter_child_nodes(n))
+
+
+def _is_ceil_idiom(node: ast.BinOp) -> bool:
+    """``(a + b - 1) // b`` (any order of the terms)."""
+    den = ast.unparse(node.right)
+    terms: list[tuple[int, str]] = []
+
+    def flat(n, sign):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)):
+            flat(n.left, sign)
+            flat(n.right, sign if isinstance(n.op, ast.Add) else -sign)
+        else:
+            terms.append((sign, ast.unparse(n)))
+    flat(node.left, 1)
+    if (1, den) in terms and (-1, "1") in terms:
+        return True
+    # (a + (b - 1)) already flattened; a + b_minus_1 with a name like BLOCK_M1: not recognised
+    return False
+
+
+class _Evaluator:
+    """Concrete evaluation of Polys under an environment (sizes, constexprs, program ids,
+    loop counters and, per lane, tile index variables); memory reads and unknown integers
+    raise ``_Unknown``. Opaque terms that do not depend on the lane are cached."""
+
+    def __init__(self, it: Interp, env: dict):
+        self.it = it
+        self.terms = it.terms
+        self.env = env
+        self.memo: dict[str, int] = {}
+        self._lane_dep: dict[str, bool] = {}
+
+    def lane_dep(self, a: str) -> bool:
+        hit = self._lane_dep.get(a)
+        if hit is None:
+            hit = any(x[0] == "%" for x in self.terms.deep_atoms(Poly.atom(a)))
+            self._lane_dep[a] = hit
+        return hit
+
+    def atom(self, a: str, lane: dict | None) -> int:
+        v = self.env.get(a)
+        if v is not None:
+            return v
+        if a[0] == "%":
+            if lane is None or a not in lane:
+                raise _Unknown(a)
+            return lane[a]
+        if a[0] == "{":
+            dep = self.lane_dep(a)
+            if not dep:
+                hit = self.memo.get(a)
+                if hit is not None:
+                    return hit
+            op, args = self.terms.defs.get(a, ("?", ()))
+            if op not in ("mod", "div", "min", "max"):
+                raise _Unknown(a)
+            vals = [self.poly(x, lane) for x in args if isinstance(x, Poly)]
+            if op == "mod":
+                r = _tmod(vals[0], vals[1])
+            elif op == "div":
+                r = _tdiv(vals[0], vals[1])
+            elif op == "min":
+                r = min(vals)
+            else:
+                r = max(vals)
+            if not dep:
+                self.memo[a] = r
+            return r
+        raise _Unknown(a)
+
+    def poly(self, p: Poly, lane: dict | None = None) -> int:
+        total = 0
+        for m, c in p.terms.items():
+            v = c
+            for a in m:
+                v *= self.atom(a, lane)
+            total += v
+        return total
+
+
+def _tdiv(a: int, b: int) -> int:
+    if b == 0:
+        raise _Unknown("division by zero")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _tmod(a: int, b: int) -> int:
+    return a - b * _tdiv(a, b)
+
+
+def _box(it: Interp, acc: Access, coords: list[Poly], env: dict) -> _Box | None:
+    """The box of ``acc`` under a full scalar environment; None when not evaluable."""
+    ev = _Evaluator(it, env)
+    shape = acc.shape
+    for gexpr in acc.guards:
+        try:
+            g = b_eval(gexpr, ev.poly)
+        except _Unknown:
+            return None
+        if g is None:
+            return None
+        if not g:
+            return _Box((), {}, axes=[[] for _ in coords])
+    allowed = [list(range(n)) for n in shape]
+    multi = []
+    for c in conjuncts(acc.mask):
+        if c[0] == "opaque":
+            return None
+        vs = set()
+        for p in b_polys(c):
+            vs |= it.terms.index_vars(p)
+        if not vs:
+            try:
+                r = b_eval(c, ev.poly)
+            except _Unknown:
+                return None
+            if r is None:
+                return None
+            if not r:
+                return _Box((), {}, axes=[[] for _ in coords])
+        elif len(vs) == 1:
+            (k,) = vs
+            if k >= len(shape):
+                return None
+            name = f"%{k}"
+            try:
+                lin = _linear(it, c[2], k, ev) if c[0] == "cmp" else None
+                if lin is not None:
+                    a, b = lin
+                    test = _CMP[c[1]]
+                    keep = [x for x in allowed[k] if test(a * x + b)]
+                else:
+                    keep = []
+                    for x in allowed[k]:
+                        r = b_eval(c, lambda p: ev.poly(p, {name: x}))
+                        if r is None:
+                            return None
+                        if r:
+                            keep.append(x)
+            except _Unknown:
+                return None
+            allowed[k] = keep
+        else:
+            multi.append(c)
+    coord_vars = [it.terms.index_vars(c) for c in coords]
+    product = not multi and all(len(v) <= 1 for v in coord_vars)
+    used = [next(iter(v)) for v in coord_vars if len(v) == 1]
+    if product and len(used) != len(set(used)):
+        product = False
+    if product:
+        axes = []
+        try:
+            for c, vs in zip(coords, coord_vars):
+                if not vs:
+                    axes.append([ev.poly(c)])
+                    continue
+                (k,) = vs
+                lin = _linear(it, c, k, ev)
+                if lin is not None:
+                    a, b = lin
+                    vals = [a * x + b for x in allowed[k]]
+                    axes.append(vals if a > 0 else sorted(set(vals)) if a < 0 else vals[:1])
+                    continue
+                name = f"%{k}"
+                axes.append(sorted({ev.poly(c, {name: x}) for x in allowed[k]}))
+        except _Unknown:
+            return None
+        # a tile axis whose lanes are all masked off empties the box even when no coordinate
+        # uses it
+        if any(not allowed[k] for k in range(len(shape))):
+            axes = [[] for _ in coords]
+        return _Box((), {}, axes=axes)
+    n = 1
+    for a in allowed:
+        n *= len(a)
+    if n > MAX_LANES:
+        return None
+    pts = set()
+    try:
+        for lane_vals in itertools.product(*allowed):
+            lane = {f"%{k}": x for k, x in enumerate(lane_vals)}
+            ok = True
+            for c in multi:
+                r = b_eval(c, lambda p: ev.poly(p, lane))
+                if r is None:
+                    return None
+                if not r:
+                    ok = False
+                    break
+            if ok:
+                pts.add(tuple(ev.poly(c, lane) for c in coords))
+    except _Unknown:
+        return None
+    return _Box((), {}, points=pts)
+
+
+_CMP = {"<": lambda v: v < 0, "<=": lambda v: v <= 0, "==": lambda v: v == 0,
+        "!=": lambda v: v != 0}
+
+
+def _linear(it: Interp, p: Poly, k: int, ev: "_Evaluator") -> tuple[int, int] | None:
+    """``p = a * %k + b`` with ``a``, ``b`` free of tile index variables: (a, b) evaluated."""
+    name = f"%{k}"
+    q = p.coefficient_of(name)
+    if q is None:
+        return None
+    rest = p.without_atom(name)
+    if it.terms.index_vars(q) or it.terms.index_vars(rest):
+        return None
+    return ev.poly(q), ev.poly(rest)
+
+
+def _lane_of(it: Interp, acc: Access, coords: list[Poly], env: dict, elem: tuple):
+    """A lane of ``acc`` whose coordinates are ``elem`` (ignoring the mask), and whether the
+    mask lets it through; None when no lane has them."""
+    ev = _Evaluator(it, env)
+    shape = acc.shape
+    per_var: dict[int, set] = {}
+    for c, want in zip(coords, elem):
+        vs = it.terms.index_vars(c)
+        if not vs:
+            if ev.poly(c) != want:
+                return None
+            continue
+        if len(vs) > 1:
+            return None
+        (k,) = vs
+        hits = {x for x in range(shape[k]) if ev.poly(c, {f"%{k}": x}) == want}
+        per_var[k] = per_var[k] & hits if k in per_var else hits
+        if not per_var[k]:
+            return None
+    lane = {f"%{k}": min(per_var.get(k, {0})) for k in range(len(shape))}
+    mask_ok = True
+    if acc.mask is not None:
+        try:
+            mask_ok = bool(b_eval(acc.mask, lambda p: ev.poly(p, lane)))
+        except _Unknown:
+            mask_ok = True
+    return {INDEX_NAMES[k]: lane[f"%{k}"] for k in range(len(shape))}, mask_ok
+
+
+def _find_race(boxes: list[_Box], sizes: list[int] | None):
+    """Two boxes of different programs sharing an element inside the extent (or anywhere when
+    the extent is unknown): (box1, box2, element) or None. Sweep over the first coordinate."""
+    def clip(b: _Box):
+        if b.points is not None:
+            pts = b.points if sizes is None else {p for p in b.points
+                                                  if all(0 <= x < s for x, s in zip(p, sizes))}
+            return None, pts
+        axes = b.axes if sizes is None else [[x for x in a if 0 <= x < s]
+                                             for a, s in zip(b.axes, sizes)]
+        return axes, None
+
+    items = []
+    for b in boxes:
+        axes, pts = clip(b)
+        if axes is not None:
+            if any(not a for a in axes):
+                continue
+            items.append((axes[0][0], axes[0][-1], b, axes, None))
+        else:
+            if not pts:
+                continue
+            lo = min(p[0] for p in pts)
+            hi = max(p[0] for p in pts)
+            items.append((lo, hi, b, None, pts))
+    items.sort(key=lambda x: x[0])
+    active: list = []
+    for item in items:
+        lo = item[0]
+        active = [a for a in active if a[1] >= lo]
+        for other in active:
+            if other[2].pid == item[2].pid:
+                continue
+            elem = _intersect(other, item)
+            if elem is not None:
+                return other[2], item[2], elem
+        active.append(item)
+    return None
+
+
+def _intersect(a, b):
+    _, _, _, axes_a, pts_a = a
+    _, _, _, axes_b, pts_b = b
+    if axes_a is not None and axes_b is not None:
+        elem = []
+        for x, y in zip(axes_a, axes_b):
+            if x[-1] < y[0] or y[-1] < x[0]:
+                return None
+            common = _AxisSet.of(x) & _AxisSet.of(y) if len(x) < len(y) else \
+                _AxisSet.of(y) & _AxisSet.of(x)
+            if not common:
+                return None
+            elem.append(min(common))
+        return tuple(elem)
+    if pts_a is None:
+        axes_a, pts_a, axes_b, pts_b = axes_b, pts_b, axes_a, pts_a
+    # a has points
+    if pts_b is not None:
+        common = pts_a & pts_b
+        return min(common) if common else None
+    for p in sorted(pts_a):
+        if all(x in _AxisSet.of(ax) for x, ax in zip(p, axes_b)):
+            return p
+    return None
+
+
+def _find_hole(boxes: list[_Box], sizes: list[int]) -> tuple | None:
+    """The first element of the extent ``sizes`` (row-major) that no box covers."""
+    total = 1
+    for s in sizes:
+        total *= s
+    mark = bytearray(total)
+    strides = []
+    acc = 1
+    for s in reversed(sizes):
+        strides.append(acc)
+        acc *= s
+    strides.reverse()
+    last = len(sizes) - 1
+    for b in boxes:
+        if b.points is not None:
+            for p in b.points:
+                if all(0 <= x < s for x, s in zip(p, sizes)):
+                    mark[sum(x * st for x, st in zip(p, strides))] = 1
+            continue
+        axes = [[x for x in a if 0 <= x < s] for a, s in zip(b.axes, sizes)]
+        if any(not a for a in axes):
+            continue
+        tail = axes[last]
+        contiguous = tail[-1] - tail[0] + 1 == len(tail)
+        for head in itertools.product(*axes[:last]):
+            base = sum(x * st for x, st in zip(head, strides))
+            if contiguous:
+                mark[base + tail[0]: base + tail[-1] + 1] = b"\x01" * len(tail)
+            else:
+                for x in tail:
+                    mark[base + x] = 1
+    i = mark.find(0)
+    if i < 0:
+        return None
+    elem = []
+    for st in strides:
+        elem.append(i // st)
+        i %= st
+    return tuple(elem)
+
+
+# --- def-use in loop bodies (KS205) -----------------------------------------------------------
+
+def _flatten(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements of a loop body in order, with the bodies of ``if`` blocks inlined (both
+    branches) and nested loops left as one statement."""
+    out = []
+    for s in stmts:
+        if isinstance(s, ast.If):
+            out += _flatten(s.body) + _flatten(s.orelse)
+        else:
+            out.append(s)
+    return out
+
+
+def _targets(s: ast.stmt) -> set[str]:
+    out = set()
+    if isinstance(s, ast.Assign):
+        for t in s.targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    out.add(n.id)
+    elif isinstance(s, (ast.AugAssign, ast.AnnAssign)) and isinstance(s.target, ast.Name):
+        out.add(s.target.id)
+    return out
+
+
+def _rhs_names(s: ast.stmt) -> set[str]:
+    v = getattr(s, "value", None)
+    if v is None:
+        return set()
+    out = {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
+        out.add(s.target.id)
+    return out
+
+
+def _deps(body: list[ast.stmt], before: int, expr: ast.AST,
+          stop: set[str] = frozenset()) -> set[str]:
+    """Names ``expr`` (at statement ``before``) depends on, through earlier assignments of
+    the loop body (the names themselves included); names in ``stop`` are not expanded."""
+    work = [n.id for n in ast.walk(expr) if isinstance(n, ast.Name)]
+    seen: set[str] = set()
+    while work:
+        name = work.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in stop:
+            continue
+        for i in range(before - 1, -1, -1):
+            if name in _targets(body[i]):
+                work.extend(_rhs_names(body[i]))
+                break
+    return seen
+
+
+def _reads_before(body: list[ast.stmt], lead: str, i: int, li: int) -> bool:
+    """The factor at statement ``i`` can see the old value of ``lead``: it is computed before
+    the update at ``li``, or from a copy taken before it."""
+    return i < li or any(lead in _rhs_names(body[k]) for k in range(li))
+
+
+def _scale_factors(s: ast.stmt, p: str) -> list[ast.AST]:
+    """The factors ``f`` in ``p = p * f + ...`` / ``p *= f`` / ``p = f * p``."""
+    out = []
+    if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Mult):
+        return [s.value]
+    v = getattr(s, "value", None)
+    if v is None:
+        return out
+    for n in ast.walk(v):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div)):
+            if _is_name(n.left, p):
+                out.append(n.right)
+            elif _is_name(n.right, p) and isinstance(n.op, ast.Mult):
+                out.append(n.left)
+    return out
+
+
+def _is_name(n: ast.AST, name: str) -> bool:
+    while isinstance(n, ast.Subscript):
+        n = n.value
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "to":
+        n = n.func.value
+    return isinstance(n, ast.Name) and n.id == name
+
+
+def _stmt_span(parsed: ParsedFile, s: ast.stmt) -> Span:
+    from ..frontend import ast_span
+    return ast_span(s)
+
+
+__all__ = ["run_grid_checks"]
