@@ -56,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -203,16 +204,20 @@ class Evaluator:
         return evaluation
 
     # -- one worker -------------------------------------------------------------------------
+    # The three methods below are the seam the evaluation backends (agent/backends.py,
+    # agent/ray_backend.py) use: they build the same job, run it somewhere else (a pinned GPU,
+    # a Ray task on another node) and fold the outcome the same way, so every backend gives
+    # the same results as this class.
 
-    def _run_group(self, candidate: Candidate, stages: list[str], seed: int,
-                   heldout: list[dict], shapes) -> list[StageResult]:
+    def group_job(self, candidate: Candidate, stages: list[str], seed: int,
+                  heldout: list[dict], shapes) -> "GroupJob":
+        """The worker job for ``stages`` of ``candidate`` (nothing is run)."""
         interpret = self.device == "cpu" and "correctness" in stages
-        extra = {"PYTHONUNBUFFERED": "1", "TRITON_INTERPRET": "1" if interpret else "0"}
+        extra = {"PYTHONUNBUFFERED": "1"}
+        if interpret:
+            extra["TRITON_INTERPRET"] = "1"
         if self.device == "cpu":
             extra["CUDA_VISIBLE_DEVICES"] = ""
-        env = clean_env(extra=extra)
-        if not interpret:
-            env.pop("TRITON_INTERPRET", None)
         job = {
             "stages": stages, "spec_path": str(Path(self.spec.path).resolve()),
             "spec_kernel": self.spec.kernel if self.spec.format == "bench" else None,
@@ -222,9 +227,13 @@ class Evaluator:
             "cache_dir": str(self.cache_dir),
             "baseline": {"path": self.baseline[0], "function": self.baseline[1]} if self.baseline else None,
         }
-        with tempfile.TemporaryDirectory(prefix="ks-eval-", ignore_cleanup_errors=True) as wd:
-            outcome = run_worker(job, limits=self.limits, env=env, use_rlimit_as=self.device == "cpu",
-                                 workdir=wd, progress=self.progress)
+        return GroupJob(job=job, env_extra=extra,
+                        env_drop=() if interpret else ("TRITON_INTERPRET",),
+                        use_rlimit_as=self.device == "cpu")
+
+    def fold_outcome(self, outcome, stages: list[str]) -> list[StageResult]:
+        """The StageResults of one worker run (``isolation.WorkerOutcome``): what it reported,
+        plus one failing result for the stage it stopped in (crash, timeout, oom, lost)."""
         results = [StageResult(**r) for r in outcome.results]
         done = {r.stage for r in results}
         if outcome.status == "ok":
@@ -247,6 +256,32 @@ class Evaluator:
                                    summary=summary[:300], feedback=feedback,
                                    data={"returncode": outcome.returncode, "peak_rss": outcome.peak_rss}))
         return results
+
+    def _run_group(self, candidate: Candidate, stages: list[str], seed: int,
+                   heldout: list[dict], shapes) -> list[StageResult]:
+        gj = self.group_job(candidate, stages, seed, heldout, shapes)
+        with tempfile.TemporaryDirectory(prefix="ks-eval-", ignore_cleanup_errors=True) as wd:
+            outcome = run_worker(gj.job, limits=self.limits, env=gj.env(),
+                                 use_rlimit_as=gj.use_rlimit_as, workdir=wd, progress=self.progress)
+        return self.fold_outcome(outcome, stages)
+
+
+@dataclass
+class GroupJob:
+    """One worker run, before it runs: the job dict (``worker.main``), the variables to add to
+    and drop from the cleaned environment, and whether to cap the address space (CPU only)."""
+
+    job: dict[str, Any]
+    env_extra: dict[str, str]
+    env_drop: tuple[str, ...] = ()
+    use_rlimit_as: bool = False
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default ``os.environ``) without secrets, plus ``env_extra``, less ``env_drop``."""
+        env = clean_env(base, extra=self.env_extra)
+        for name in self.env_drop:
+            env.pop(name, None)
+        return env
 
 
 def _tail_lines(text: str, n: int = 25) -> str:

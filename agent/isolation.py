@@ -102,6 +102,22 @@ class WorkerOutcome:
     returncode: int | None = None
 
 
+def _resolve_prctl():
+    """libc's prctl, resolved once here: a preexec function must not dlopen after fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _resolve_prctl()
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
 OOM_MARKERS = ("MemoryError", "std::bad_alloc", "OutOfMemoryError", "CUDA out of memory",
                "out of memory")
 DEVICE_FAULT_MARKERS = ("illegal memory access", "misaligned address", "unspecified launch failure",
@@ -144,6 +160,10 @@ def run_worker(job: dict[str, Any], *, limits: Limits, env: dict[str, str],
         if use_rlimit_as and mem > 0:
             resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core files from segfaults
+        # If the process that started the worker dies (a Ray worker killed mid-candidate, the
+        # CLI killed with SIGKILL), nobody is left to enforce the time limit: die with it.
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
     cmd = [sys.executable, "-X", "faulthandler", "-m", "kernelsight.agent.worker", str(job_path)]
     started = time.monotonic()

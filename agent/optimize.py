@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .backends import gate_stream
 from .budget import Budget, BudgetMeter
 from .planner import Planner, reward
 from .policy import check_policy, ghost_source, review_flag
@@ -299,10 +300,15 @@ class _Loop:
                 self._ghost_checked.add(cand.source)
 
     # -- live steps -------------------------------------------------------------------------
-    def evaluate_and_record(self, cand: Candidate, *, is_seed: bool = False) -> str:
+    def timed_gate(self, cand: Candidate) -> tuple[Evaluation, float]:
         t0 = time.monotonic()
         ev = self.gate(cand)
-        seconds = time.monotonic() - t0
+        return ev, time.monotonic() - t0
+
+    def evaluate_and_record(self, cand: Candidate, *, is_seed: bool = False,
+                            gated: tuple[Evaluation, float] | None = None) -> str:
+        # gated: (evaluation, seconds) when the gate already ran (backends.gate_stream)
+        ev, seconds = self.timed_gate(cand) if gated is None else gated
         passed = ev.ok and ev.flagged is None
         score = ev.score if passed else None
         if is_seed:
@@ -372,7 +378,10 @@ def run_optimize(path: str | os.PathLike, kernel: str | None = None, *, model: s
         api_key / api_base / temperature / max_tokens / retries / *_cost_per_token: LLM
             settings (see ``agent.llm.LLMProposer``); the key is never written anywhere.
         evaluator: an object with ``evaluate(candidate, stages=...) -> Evaluation`` (default:
-            ``agent.evaluate.Evaluator(spec, device=device, target=target)``).
+            ``agent.evaluate.Evaluator(spec, device=device, target=target)``), or a backend
+            name for ``agent.backends.make_evaluator``: ``"local"``, ``"ray:local"``,
+            ``"ray:auto"``, ``"ray://HOST:PORT"`` (also taken from ``KERNELSIGHT_EVALUATOR``
+            when ``evaluator`` is None); a backend built here is closed at the end.
         seed: seeds the search's random choices; review_factor: the review threshold.
         bench_shapes: timed shapes (default: the spec's ``bench_shapes``).
         tuner_batch: configurations per tuner round.
@@ -410,7 +419,15 @@ def run_optimize(path: str | os.PathLike, kernel: str | None = None, *, model: s
                                 secrets=_secrets(api_key))
     except RunDirError as exc:
         raise OptimizeError(str(exc)) from None
-    if evaluator is None:
+    own_evaluator = evaluator is None or isinstance(evaluator, str)
+    if isinstance(evaluator, str) or (evaluator is None and os.environ.get("KERNELSIGHT_EVALUATOR")):
+        from .backends import EvaluatorSpecError, make_evaluator  # issue 8: local | ray:...
+
+        try:
+            evaluator = make_evaluator(spec, evaluator, device=device, target=target)
+        except (EvaluatorSpecError, RuntimeError) as exc:
+            raise OptimizeError(str(exc)) from None
+    elif evaluator is None:
         from .evaluate import Evaluator
 
         evaluator = Evaluator(spec, device=device, target=target)
@@ -448,6 +465,8 @@ def run_optimize(path: str | os.PathLike, kernel: str | None = None, *, model: s
         stop_reason = "interrupted (Ctrl-C); resume with --resume"
     finally:
         record.set_wall_seconds(loop.meter.seconds_before + time.monotonic() - session_start)
+        if own_evaluator and hasattr(evaluator, "close"):
+            evaluator.close()
     return _finish(loop, spec, path, stop_reason, proposer_name)
 
 
@@ -530,15 +549,24 @@ def _drive(loop: _Loop, is_llm: bool) -> str:
                 return f"stopped after repeated proposer errors: {prop.error}"
             continue
         api_failures = 0
-        for cand in prop.candidates:
-            if loop.cancel.is_set():
-                return "cancelled"
-            reason = loop.meter.exhausted(spending=False)
-            if reason:
-                return reason
-            if cand.digest in loop.record.digests():
-                continue  # evaluated before (possibly in an earlier session): never twice
-            loop.evaluate_and_record(cand)
+        # evaluated before (possibly in an earlier session): never twice
+        fresh = [c for c in prop.candidates if c.digest not in loop.record.digests()]
+        # issue 8: an evaluator with `slots` gates that many at once, results in finishing order
+        stream = gate_stream(loop.timed_gate, fresh, cancel=loop.cancel,
+                             slots=getattr(loop.evaluator, "slots", 1))
+        try:
+            while True:
+                if loop.cancel.is_set():
+                    return "cancelled"
+                reason = loop.meter.exhausted(spending=False)
+                if reason:
+                    return reason
+                done = next(stream, None)
+                if done is None:
+                    break
+                loop.evaluate_and_record(done[0], gated=done[1])
+        finally:
+            stream.close()
 
 
 def _finish(loop: _Loop, spec, path: Path, stop_reason: str, proposer_name: str) -> OptimizeResult:

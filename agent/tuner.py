@@ -6,7 +6,8 @@ the kernel's ``@triton.autotune`` list that fit those keywords. Spaces of thousa
 are not enumerated: the search is an evolutionary neighbourhood search (a (mu + lambda)
 strategy over an integer lattice):
 
-1. the first batch is the autotune list plus random points of the space;
+1. the first batch is the autotune list, then half of it one-knob neighbours of the author's
+   own configuration (the launcher's defaults) and the rest random points of the space;
 2. every later batch takes the ``mu`` best timed configs and proposes unseen neighbours: one
    knob moved one step along its list (most of the batch) or two knobs moved at once;
    a random point now and then keeps the search from sticking to one basin;
@@ -198,6 +199,11 @@ class Tuner:
         if self.rounds == 0:
             for cfg in autotune_configs(self.seed_source, self.kernel):
                 take({k: v for k, v in cfg.items() if k in self.space})
+            # half local (one step from the author's own configuration), half random
+            near = self.neighbours(self.full({}))
+            self.rng.shuffle(near)
+            for cfg in near[: max(1, n // 2)]:
+                take(cfg)
             for _ in range(50 * n):
                 if len(picks) >= n:
                     break

@@ -101,7 +101,11 @@ def attach(root_node, src, parsed: ParsedFile) -> None:
             parsed.findings.extend(ctx.findings)
     for kernel in parsed.kernels:
         ctx = _Ctx(parsed, kernel)
-        _parse_kernel(kernel, by_kernel.get(id(kernel), []), ctx)
+        try:
+            _parse_kernel(kernel, by_kernel.get(id(kernel), []), ctx)
+        except Exception as exc:  # a parser bug must not take the file (or the server) down
+            ctx.error("KS911", f"annotations of '{kernel.name}' not read: internal error "
+                      f"{type(exc).__name__}: {exc}", kernel.name_span)
         if kernel.has_syntax_error:
             ctx.error("KS910", _syntax_message(kernel, src), kernel.name_span)
         parsed.findings.extend(ctx.findings)
@@ -567,7 +571,6 @@ def _tensor(raw: _Raw, ann: Annotations, ctx: _Ctx) -> None:
                   name_span)
         return
     decl = TensorDecl(name=name, ptr=ptr, dims=dims, strides=strides, span=raw.span)
-    decl._name_span = name_span  # type: ignore[attr-defined]
     ann.tensors[name] = decl
 
 

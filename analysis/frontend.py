@@ -10,6 +10,7 @@ character columns of the file.
 from __future__ import annotations
 
 import ast
+import re
 from functools import lru_cache
 
 from .kernel import KernelInfo, Param, ParsedFile
@@ -18,6 +19,9 @@ from .model import Span
 # Decorators (after alias resolution) that make a function a Triton jit function.
 _JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit",
               "triton.language.core.jit"}
+
+
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 
 @lru_cache(maxsize=1)
@@ -72,9 +76,14 @@ def parse_file(text: str, path: str = "<string>") -> ParsedFile:
     """
     from . import annotations, launches  # same package; split by job
 
+    original = text
+    if "\r" in text:
+        # Python and LSP both end a line at a lone CR; tree-sitter does not. CR -> LF keeps
+        # every offset, so positions stay those of the original text.
+        text = _LONE_CR.sub("\n", text)
     src = SourceLines(text)
     tree = _parser().parse(text.encode("utf-8", errors="surrogatepass"))
-    parsed = ParsedFile(path=path, text=text, lines=src.rows)
+    parsed = ParsedFile(path=path, text=original, lines=src.rows)
     parsed.imports = _imports(tree.root_node)
     jit_wrapped = _jit_assignments(tree.root_node, parsed.imports)
     for fn_node, decorators in _function_defs(tree.root_node):

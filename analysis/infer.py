@@ -32,6 +32,7 @@ from .exprs import make_expr, parse_expr
 from .kernel import (Annotations, Dim, Directive, Expr, GridDecl, KernelInfo, LaunchSite,
                      ParsedFile, TensorDecl)
 from .launches import bind_args, pointer_params
+from .model import Fix, Span, TextEdit
 
 _IDENT = re.compile(r"[A-Za-z_]\w*$")
 
@@ -95,6 +96,23 @@ def infer_annotations(parsed: ParsedFile, kernel: KernelInfo) -> list[str]:
                     grid=inf.grid if ann.grid is None else None)
     keep.tensors = [t for t in inf.tensors if t.ptr not in declared and t.name not in names]
     return keep.lines()
+
+
+def annotation_fix(parsed: ParsedFile, kernel: KernelInfo) -> Fix | None:
+    """The code action "insert the annotations inferred from the launch site": a ``Fix``
+    inserting ``infer_annotations`` lines right above the kernel's first decorator (the
+    directive block above a ``@triton.jit`` belongs to that kernel), indented like it. None
+    when nothing is inferred. Callers verify by re-analysing the edited text."""
+    lines = infer_annotations(parsed, kernel)
+    if not lines:
+        return None
+    row = kernel.span.line
+    text = parsed.lines[row] if row < len(parsed.lines) else ""
+    indent = text[:len(text) - len(text.lstrip())]
+    body = "".join(f"{indent}{l}\n" for l in lines)
+    at = Span(row, 0, row, 0)
+    return Fix(f"Insert {len(lines)} annotation{'s' if len(lines) > 1 else ''} inferred from "
+               "the launch site", (TextEdit(at, body),))
 
 
 def infer(parsed: ParsedFile, kernel: KernelInfo) -> Inferred:
@@ -419,5 +437,5 @@ def _same_sizes(bound: dict, kernel: KernelInfo) -> list[str]:
     return out
 
 
-__all__ = ["Inferred", "InferredTensor", "infer", "infer_annotations", "infer_grid",
-           "with_inferred_annotations"]
+__all__ = ["Inferred", "InferredTensor", "annotation_fix", "infer", "infer_annotations",
+           "infer_grid", "with_inferred_annotations"]

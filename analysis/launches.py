@@ -59,7 +59,10 @@ def find_launches(root_node, src, parsed: ParsedFile) -> list[LaunchSite]:
     while stack:
         node = stack.pop()
         if node.type == "call":
-            site = _launch(node, src, parsed, kernels)
+            try:
+                site = _launch(node, src, parsed, kernels)
+            except (RecursionError, ValueError, IndexError):
+                site = None  # an unreadable launch is skipped; the kernels are still analysed
             if site is not None:
                 out.append(site)
         stack.extend(reversed(node.children))

@@ -88,6 +88,12 @@ def check_rules(parsed: ParsedFile, config: Config) -> list[Finding]:
             out.extend(_KernelRules(kernel, parsed, version, called, launched).run())
         except RecursionError:
             continue  # pathological nesting: the other rules and kernels still run
+        except Exception as exc:  # a rule bug must not take the file (or the server) down
+            info = codes.get("KS911")
+            out.append(Finding(code="KS911", message=f"{info.title}: internal error in the "
+                               f"language rules: {type(exc).__name__}: {exc}",
+                               span=kernel.name_span, severity=info.severity,
+                               kernel=kernel.name))
     return [f for f in out if config.enabled(f.code)]
 
 

@@ -85,6 +85,7 @@ class Client:
         self.pending: dict[int, asyncio.Future] = {}
         self.publishes: list[tuple[float, dict]] = []
         self.publish_event = asyncio.Event()
+        self.settings: dict = {}
         self.reader = asyncio.ensure_future(self._read())
 
     async def _read(self):
@@ -100,8 +101,8 @@ class Client:
             now = time.perf_counter()
             if "id" in body and "method" in body:  # server -> client request
                 self._send({"jsonrpc": "2.0", "id": body["id"],
-                            "result": [{}] if body["method"] == "workspace/configuration"
-                            else None})
+                            "result": [self.settings]
+                            if body["method"] == "workspace/configuration" else None})
             elif "id" in body:
                 fut = self.pending.pop(body["id"], None)
                 if fut is not None and not fut.done():
@@ -163,9 +164,13 @@ async def spawn() -> tuple[Client, float]:
         *SERVER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL, limit=2 ** 24)
     client = Client(proc)
-    when, _ = await client.request("initialize", {"processId": os.getpid(),
-                                                  "rootUri": ROOT.as_uri(),
-                                                  "capabilities": CAPS})
+    try:
+        when, _ = await asyncio.wait_for(client.request(
+            "initialize", {"processId": os.getpid(), "rootUri": ROOT.as_uri(),
+                           "capabilities": CAPS}), 60)
+    except asyncio.TimeoutError:
+        proc.kill()
+        raise SystemExit(f"the server did not answer initialize (exit status {proc.returncode})")
     client.notify("initialized", {})
     return client, when - t0
 
@@ -178,6 +183,10 @@ def vm_rss_mb(pid: int) -> float:
 
 
 async def bench(runs: int) -> dict:
+    # The very first start after an install also writes the start-up cache
+    # (server/startup.py); it is reported apart from the steady-state starts.
+    client, init_first = await spawn()
+    await client.close()
     init_times = []
     for _ in range(runs):
         client, dt = await spawn()
@@ -227,20 +236,20 @@ async def bench(runs: int) -> dict:
         await client.wait_publish(uri, version, mark)  # the debounced fast tier
         edited.append(await save_and_time())
 
+    # Cold: a settings change invalidates every kernel; the server re-analyses the open file
+    # (fast tier, then full): time from the notification to the full tier's diagnostics.
     cold = []
     for k in range(max(3, runs // 4)):
-        client.notify("workspace/didChangeConfiguration",
-                      {"settings": {"kernelsight": {"solverTimeoutMs": 200 + k + 1}}})
-        await asyncio.sleep(0.2)
-        version += 1
+        client.settings = {"solverTimeoutMs": 200 + k + 1}
         mark = len(client.publishes)
-        client.notify("textDocument/didChange", {
-            "textDocument": {"uri": uri, "version": version},
-            "contentChanges": [{"range": {"start": {"line": 0, "character": 0},
-                                          "end": {"line": 0, "character": 0}}, "text": ""}]})
-        await client.wait_publish(uri, version, mark)
-        cold.append(await save_and_time())
-    client.notify("workspace/didChangeConfiguration", {"settings": {"kernelsight": {}}})
+        t0 = time.perf_counter()
+        client.notify("workspace/didChangeConfiguration", {"settings": None})
+        while sum(1 for _, p in client.publishes[mark:] if p["uri"] == uri) < 2:
+            await asyncio.sleep(0.002)
+        cold.append([w for w, p in client.publishes[mark:] if p["uri"] == uri][1] - t0)
+    client.settings = {}
+    client.notify("workspace/didChangeConfiguration", {"settings": None})
+    await asyncio.sleep(0.5)
 
     current = "\n".join(lines)
     probes = []
@@ -280,7 +289,7 @@ async def bench(runs: int) -> dict:
     await asyncio.sleep(1.0)
     rss_after = vm_rss_mb(client.proc.pid)
     await client.close()
-    return {"init": init_times, "open_first_publish": first_publish, "open_full": open_full,
+    return {"init": init_times, "init_first": init_first, "open_first_publish": first_publish, "open_full": open_full,
             "save_unchanged": unchanged, "save_edited": edited, "save_cold": cold,
             "hover": hovers, "rss_before": rss_before, "rss_after": rss_after,
             "lines": len(text.split("\n")), "runs": runs}
@@ -297,7 +306,7 @@ def table(r: dict) -> str:
          ok(p95(r["save_edited"]), TARGETS["save"])),
         ("didSave -> publishDiagnostics, nothing changed",
          ms(statistics.median(r["save_unchanged"])), ms(p95(r["save_unchanged"])), "", ""),
-        ("didSave -> publishDiagnostics, cold (5 kernels)",
+        ("settings change -> full diagnostics, cold (5 kernels)",
          ms(statistics.median(r["save_cold"])), ms(p95(r["save_cold"])), "", ""),
         ("hover", ms(statistics.median(r["hover"])), ms(p95(r["hover"])), "<= 20 ms",
          ok(p95(r["hover"]), TARGETS["hover"])),
@@ -321,7 +330,9 @@ def write_docs(path: Path, r: dict, tbl: str) -> None:
         "(vector_add, softmax, layernorm, matmul and flash_attention from examples/kernels, "
         "bench specs left out). Opening it: first diagnostics (fast tier) after "
         f"{r['open_first_publish'] * 1000:.0f} ms, full analysis after "
-        f"{r['open_full'] * 1000:.0f} ms.\n\n{tbl}\n\n"
+        f"{r['open_full'] * 1000:.0f} ms. The first start after an install took "
+        f"{r['init_first'] * 1000:.0f} ms (it writes the start-up cache of "
+        f"server/startup.py; later starts read it).\n\n{tbl}\n\n"
         "\"One kernel edited\" is the everyday case: the per-kernel cache re-analyses only the "
         "kernel whose text changed. \"Cold\" follows a settings change, which invalidates every "
         "kernel's cached result.\n"

@@ -98,9 +98,18 @@ def main(argv: list[str] | None = None) -> int:
         minutes *= args.scale
         t0 = time.time()
         print(f"== {name}: tuner for {minutes:.1f} min at {shape}", flush=True)
-        r = run_optimize(ROOT / file, kernel, tuner=True, budget=f"minutes={minutes},candidates=60",
-                         run_dir=out / "runs" / name, device=args.device, bench_shapes=[shape],
-                         tuner_batch=6, log=lambda m: print("  " + m, flush=True))
+        try:
+            r = run_optimize(ROOT / file, kernel, tuner=True,
+                             budget=f"minutes={minutes},candidates=60",
+                             run_dir=out / "runs" / name, device=args.device,
+                             bench_shapes=[shape], tuner_batch=6,
+                             log=lambda m: print("  " + m, flush=True))
+        except Exception as exc:  # one job's failure must not cost the others their run
+            print(f"  FAILED: {type(exc).__name__}: {exc}", flush=True)
+            results["jobs"][name] = {"file": file, "shape": shape,
+                                     "error": f"{type(exc).__name__}: {exc}"[:4000]}
+            (out / "optimize_results.json").write_text(json.dumps(results, indent=2, default=str))
+            continue
         entries = [json.loads(l) for l in (r.run_dir / "candidates.jsonl").read_text().splitlines()]
         best = next((e for e in entries if e["id"] == r.best_id), {})
         job = {"file": file, "kernel": kernel, "shape": shape, "stop": r.stop_reason,
@@ -123,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
              "over the baseline) | best config | seed ms | best ms | torch ms | best vs torch |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, job in results["jobs"].items():
+        if "error" in job:
+            lines.append(f"| {name} | {job['shape']} | - | failed: {job['error'][:200]} | | | | | |")
+            continue
         sbs = job.get("side_by_side") or {}
         g = lambda k: sbs.get(k, {}).get("ms")  # noqa: E731
         cfg = ", ".join(f"{k}={v}" for k, v in job["best_launch"].items()) or "(seed)"

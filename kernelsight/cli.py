@@ -18,21 +18,34 @@ SUBCOMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelsight", description=__doc__.split("\n")[0])
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser. Only ``command``'s module is imported and registered, so a
+    subcommand whose optional dependencies are broken cannot break the others."""
+    parser = argparse.ArgumentParser(
+        prog="kernelsight",
+        description="Invariant analysis, language server and optimization loop for Triton kernels.")
     parser.add_argument("--version", action="version", version=f"kernelsight {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in SUBCOMMANDS.items():
-        module = importlib.import_module(f"kernelsight.commands.{name}")
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        module.register(sp)
-        sp.set_defaults(_module=module)
+        if name == command:
+            module = importlib.import_module(f"kernelsight.commands.{name}")
+            module.register(sp)
+            sp.set_defaults(_module=module)
     return parser
+
+
+def _command_of(argv: list[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in SUBCOMMANDS else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Returns the exit status: 0 clean, 1 findings/failure, 2 usage or I/O."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "_module", None):
         parser.print_help(sys.stderr)

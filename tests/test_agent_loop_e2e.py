@@ -107,8 +107,9 @@ def test_scripted_llm_run_gates_every_bad_rewrite_and_accepts_only_the_good_one(
     entries = [json.loads(ln) for ln in (run_dir / "candidates.jsonl").read_text().splitlines()]
     by_status = [(e["id"], e["status"], e.get("failed_stage")) for e in entries]
     assert [e["status"] for e in entries] == ["seed"] + ["rejected"] * 6 + ["accepted"], by_status
-    assert [e.get("failed_stage") for e in entries[1:]] == [
-        "static", "compile", "correctness", "policy", "ghost", "compile", None], by_status
+    stages = [e.get("failed_stage") for e in entries[1:]]
+    assert stages[:5] == ["static", "compile", "correctness", "policy", "ghost"], by_status
+    assert stages[5] in ("compile", "correctness") and stages[6] is None, by_status
     assert result.accepted == [entries[-1]["id"]]
     assert "pid = tl.program_id(0).to(tl.int64)" in result.best_source
     assert "BLOCK=1024" in result.diff and "BLOCK=128" in result.diff
@@ -140,8 +141,8 @@ def test_scripted_llm_run_gates_every_bad_rewrite_and_accepts_only_the_good_one(
     # 5. computes the result in Python outside the kernel: ghost replay catches it
     p = srv.prompt(5)
     assert "[ghost: failed]" in p and "does not depend on the kernel" in p
-    # 6. reads its environment (the compile stage already runs the launcher to find the
-    #    kernel's arguments): its dump reached the feedback, the key was not in it
+    # 6. reads its environment (whichever stage first runs the launcher): its dump reached
+    #    the feedback, and the key was not in it
     p = srv.prompt(6)
     assert "ENV DUMP" in p
     assert "OPENAI_API_KEY" not in p and KEY not in p

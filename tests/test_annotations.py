@@ -288,3 +288,28 @@ def test_directives_after_the_last_statement_and_crlf_keep_exact_spans():
     assert ann.tensors["A"].span == Span(4, 4, 4, 29)
     assert [e.span for e in ann.assumes[0].exprs] == [Span(5, 14, 5, 19), Span(6, 10, 6, 16)]
     assert errors(p) == [("KS907", Span(9, 0, 9, 12)), ("KS904", Span(8, 22, 8, 23))]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_WORDS = st.sampled_from(["tensor", "grid", "assume", "computes", "assert", "tag", "partners",
+                          "bench", "tensr", ""])
+_BODY = st.lists(st.sampled_from(list("AaMmkK_0123:,=[]()<>.+-*/% \t'\"#é")
+                                 + [" from ", " implies ", " strides(", "a_ptr"]),
+                 max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_WORDS, _BODY, st.booleans()), min_size=1, max_size=5))
+def test_arbitrary_directive_text_never_raises_and_errors_point_inside_the_directive(lines):
+    text = ""
+    for word, body, continuation in lines:
+        text += ("    #@     " if continuation else "    #@ ") + f"{word} {body}\n"
+    p = parse_file(kernel_src(text), "t.py")
+    first, last = 4, 4 + len(lines) - 1
+    for f in p.findings:
+        assert f.code.startswith("KS9")
+        assert first <= f.span.line <= f.span.end_line <= last, (f, text)
+        row = p.lines[f.span.line]
+        assert 0 <= f.span.col <= len(row)

@@ -293,3 +293,11 @@ def test_ceiling_launch_grids_are_clean(grid):
 def test_grid_checks_respect_ignore():
     found = analyse(src(LAUNCH.replace("{grid}", "(n // BLOCK,)")), ignore=("KS3",))
     assert not [f for f in found if f.code.startswith("KS3")]
+
+
+@pytest.mark.parametrize("guard", ["    if n % BLOCK == 0:\n        k[(n // BLOCK,)](x, z, n, BLOCK=BLOCK)",
+                                   "    assert n % BLOCK == 0\n    k[(n // BLOCK,)](x, z, n, BLOCK=BLOCK)"])
+def test_floor_division_after_a_divisibility_check_is_not_reported(guard):
+    text = src(LAUNCH.split("def launch")[0] + "def launch(x, z, BLOCK=256):\n"
+               "    n = x.numel()\n" + guard + "\n")
+    assert not [f for f in analyse(text) if f.code == "KS305"]

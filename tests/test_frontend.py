@@ -342,3 +342,12 @@ def test_launch_argument_through_layout_method_is_the_same_tensor():
         """)
     [site] = p.launches
     assert [a.source for a in site.args] == [("tensor", "x"), ("shape", "x", -1)]
+
+
+def test_lone_cr_and_mixed_line_endings_are_line_breaks_as_in_python():
+    lines = ["import triton", "import triton.language as tl", "@triton.jit", "def k(x_ptr):",
+             "    offs = tl.arange(0, 10)", ""]
+    for ends in (["\r"], ["\n", "\r\n", "\r"]):
+        text = "".join(line + ends[i % len(ends)] for i, line in enumerate(lines))
+        [f] = analyze_source(text, "t.py", Config(fast_only=True)).report.findings
+        assert (f.code, f.span) == ("KS501", Span(4, 11, 4, 27))

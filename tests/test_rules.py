@@ -357,3 +357,19 @@ def test_clean_examples_have_no_fast_tier_findings():
     for path in sorted((ROOT / "examples" / "kernels").glob("*.py")):
         report = analyze_source(path.read_text(encoding="utf-8"), str(path), FAST).report
         assert report.findings == [], (path.name, report.findings)
+
+
+def test_an_internal_error_in_a_rule_becomes_ks911_on_that_kernel_only(monkeypatch):
+    src = HEAD + ("@triton.jit\ndef bad(x):\n    o = tl.arange(0, 3)\n"
+                  "@triton.jit\ndef good(x):\n    o = tl.arange(0, 3)\n")
+    real = rules._KernelRules.run
+
+    def run(self):
+        if self.k.name == "bad":
+            raise KeyError("boom")
+        return real(self)
+
+    monkeypatch.setattr(rules._KernelRules, "run", run)
+    fs = analyze_source(src, "t.py", FAST).report.findings
+    assert [(f.code, f.kernel) for f in fs] == [("KS911", "bad"), ("KS501", "good")]
+    assert "internal error in the language rules: KeyError" in fs[0].message

@@ -22,7 +22,7 @@ FILES = sorted((EXAMPLES / "kernels").glob("*.py")) + sorted((EXAMPLES / "bugs")
 
 
 def _key(f: Finding) -> tuple:
-    return (f.code, f.span, f.message, f.severity)
+    return (f.code, f.span, f.message, f.severity, tuple(x.title for x in f.fixes))
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

@@ -224,6 +224,8 @@ def _function_defaults(parsed: ParsedFile, launch) -> dict:
         return {}
     indent = len(lines[start]) - len(lines[start].lstrip())
     # the launcher's text up to (not including) the launch statement, closed by a `pass`
+    if launch.span.line - start > 400:
+        return {}  # a launcher that long is not worth parsing on every save
     body = [l[indent:] if l[:indent].strip() == "" else l for l in lines[start:launch.span.line]]
     chunk = "\n".join(body)
     tree = None
@@ -271,6 +273,7 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
     fallback = dict(missing)
     budget_reason = None
     shared_cache: dict = {}
+    solvers: list = []
     for ci, case in enumerate(cases):
         it = Interp(kernel, parsed, config, case, deadline, record_hovers=(ci == 0),
                     fallback=fallback)
@@ -293,6 +296,12 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
                                config.solver_timeout_ms, config.max_size)
         solver.templates = templates
         solver._cache = shared_cache
+        # z3 gets at most a quarter of the kernel's budget, across its cases
+        solver.budget_s = config.kernel_budget_ms / 4000.0
+        solver.shared_with = list(solvers)
+        if solvers:
+            solver.timeouts = solvers[-1].timeouts
+        solvers.append(solver)
         solver.deadline = deadline
         try:
             from .checks import run_checks

@@ -65,6 +65,7 @@ class Access:
     other_node: ast.expr | None = None
     case: dict = field(default_factory=dict)
     padding: Any = None
+    live_masks: dict = field(default_factory=dict)
 
     @property
     def line(self) -> int:

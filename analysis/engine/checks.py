@@ -150,8 +150,8 @@ def _bound_conjuncts(it: Interp, mask):
         idx = {}
         bound = {}
         for m, k in d.terms.items():
-            if any(a[0] in "%@{?" or a.startswith("pid") for a in m):
-                idx[m] = k
+            if not m or any(a[0] in "%@{?" or a.startswith("pid") for a in m):
+                idx[m] = k  # constants stay with the index expression: `i + 1 < n`
             else:
                 bound[m] = k
         e, nb = Poly(idx), -Poly(bound)
@@ -282,7 +282,9 @@ def _eval(it: Interp, res: Result, p: Poly):
 # ------------------------------------------------------------------------- KS101 / KS106
 def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Access) -> bool:
     decl = it.decls[acc.base]
-    if acc.offset is None or _mask_has_opaque(acc.mask):
+    if acc.offset is None or _mask_has_opaque(acc.mask) or any(
+            a[0] == "?" or (a[0] == "{" and it.terms.defs.get(a, ("",))[0] == "where")
+            for a in it.terms.deep_atoms(acc.offset)):
         rep.outcome("unproved", f"{decl.name} in bounds", acc.span)
         return False
     coords = it.decompose(decl, acc.offset)
@@ -369,6 +371,8 @@ def _fitting_masks(it: Interp, acc: Access):
             continue
         if name in used:
             continue  # applied elsewhere: this access is unmasked on purpose, or KS103's
+        if acc.live_masks.get(name) is not mv:
+            continue  # not in scope at the access (another branch, or reassigned since)
         if it.bshape(mv.shape, acc.shape) != acc.shape or len(mv.shape) != len(acc.shape):
             continue
         m = it.align(mv, acc.shape).mask
@@ -388,14 +392,19 @@ def _fitting_masks(it: Interp, acc: Access):
 
 def _cached_loaded_names(it: Interp) -> set[str]:
     """Names read anywhere in the kernel (a mask never read is a dead mask)."""
-    tree = it.kernel.tree
-    hit = getattr(tree, "_ks_loaded", None)
-    if hit is None:
-        from .interp import fast_walk
-        hit = {n.id for n in fast_walk(tree) if isinstance(n, ast.Name) and
-               isinstance(n.ctx, ast.Load)}
-        tree._ks_loaded = hit
-    return hit
+    from .interp import fast_walk
+    out: set[str] = set()
+    for k in it.parsed.kernels:  # the kernel and the helpers it may inline
+        tree = k.tree
+        if tree is None:
+            continue
+        hit = getattr(tree, "_ks_loaded", None)
+        if hit is None:
+            hit = {n.id for n in fast_walk(tree) if isinstance(n, ast.Name) and
+                   isinstance(n.ctx, ast.Load)}
+            tree._ks_loaded = hit
+        out |= hit
+    return out
 
 
 def _check_mask_not_applied(it: Interp, solver: SolverContext, rep: Reporter,
@@ -439,14 +448,13 @@ def _check_inferred_extent(it: Interp, solver: SolverContext, rep: Reporter,
     off = acc.offset
     checks = []
     nn = _nonneg(it, off, solver)
+    if nn is True:
+        rep.outcome("proved", f"offset {show(off, it)} >= 0", acc.span)
     if nn is False:
         checks.append(("neg", cmp("<", off, ZERO), f"offset {show(off, it)} >= 0"))
-    for e, n, c in _bound_conjuncts(it, mask):
-        diff = off - e
-        dc = diff.const_value()
-        if dc is not None and dc > 0:
-            checks.append(("upper", cmp(">=", off, n),
-                           f"offset {show(off, it)} < {show(n, it)} (extent from the mask)"))
+    # No "past the extent" check from `e < n` masks: `ptr + offs + 1` under `offs < n` is the
+    # idiom of arrays with n + 1 entries (cu_seqlens, cumulative counts); the corpus review
+    # found every such report false. Negative offsets are always outside the tensor.
     pos = _sizes_positive(it, off, *([p for c in conjuncts(mask) if c[0] == "cmp"
                                        for p in [c[2]]]))
     for kind, viol, text in checks:
@@ -566,12 +574,38 @@ def _check_foreign_stride(it: Interp, rep: Reporter, acc: Access, launch) -> Non
     tensor = bsrc[1]
     for a in sorted(acc.offset.atoms()):
         s = src.get(a)
-        if s and s[0] == "stride" and s[1] != tensor:
+        if s and s[0] == "stride" and s[1] != tensor and \
+                not _same_layout_by_construction(it, launch, tensor, s[1]):
             rep.report("KS107", f"{_op_name(acc)} addresses {acc.base} (tensor `{tensor}` at the "
                        f"launch) with {a} = {s[1]}.stride({s[2]}), a stride of another tensor",
                        acc.span, None,
                        [Related(launch.span, "launch site")] + _related_access(it, acc),
                        dedupe=("KS107", acc.base, a))
+
+
+def _same_layout_by_construction(it: Interp, launch, x: str, y: str) -> bool:
+    """The launcher allocates one tensor like the other (``y = torch.empty_like(x)``, or both
+    with the same ``torch.empty(shape)`` arguments): then they share strides by
+    construction and passing one tensor's stride for both is deliberate."""
+    import re
+    lines = it.parsed.lines
+    end = min(launch.span.line, len(lines))
+    start = end
+    while start > 0 and not lines[start - 1].lstrip().startswith("def "):
+        start -= 1
+    text = "\n".join(lines[max(0, start - 1):end])
+    like = r"(empty|zeros|ones|full|rand|randn)_like\(\s*{}\b"
+    for a, b in ((x, y), (y, x)):
+        if re.search(rf"\b{re.escape(a)}\s*=\s*torch\.{like.format(re.escape(b))}", text) or \
+                re.search(rf"\b{re.escape(a)}\s*=\s*{re.escape(b)}\.new_(empty|zeros|ones)\(",
+                          text) or \
+                re.search(rf"\b{re.escape(a)}\s*=\s*{re.escape(b)}\.(clone|view|"
+                          rf"reshape|view_as)\(", text):
+            return True
+    made = {}
+    for m in re.finditer(r"\b(\w+)\s*=\s*torch\.(empty|zeros|ones|full)\((.*)\)", text):
+        made[m.group(1)] = m.group(3).split("dtype")[0].split("device")[0].strip(" ,")
+    return x in made and y in made and made[x] == made[y]
 
 
 def _launch_sources(it: Interp, launch) -> dict:
@@ -692,9 +726,18 @@ def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
     if acc is None or _mask_has_opaque(pad.mask):
         rep.outcome("unproved", text, ob.span)
         return
-    # the padding matters only if some lane is actually masked off
+    # the padding matters only where a lane is masked off along the reduced axis while the
+    # rest of its mask holds (a masked row of a row-wise reduction is never stored)
+    axes = {f"%{k}" for k in ob.data.get("axes", ())}
+    along, rest = [], []
+    for c in conjuncts(pad.mask):
+        vars_ = {f"%{k}" for p in _polys(c) for k in it.terms.index_vars(p)}
+        (along if vars_ & axes else rest).append(c)
+    if not along:
+        rep.outcome("proved", text, ob.span)
+        return
     dom = Domain(ob.shape, list(ob.loops), list(ob.guards) if _guards_ok(ob.guards) else [])
-    res = solver.query([b_not(pad.mask)], dom)
+    res = solver.query(rest + [b_not(b_and(*along))], dom)
     if rep.outcome(res, text, acc.span) != "refuted":
         return
     raw = pad.other_src
@@ -724,6 +767,11 @@ def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
     rep.report("KS401", f"masked lanes are loaded as {raw} and reach tl.{ob.data['fn']} as "
                f"{shown}, not its identity {ident}", acc.span, cex, rel, fixes,
                dedupe=("KS401", acc.span.line, acc.span.col))
+
+
+def _polys(c):
+    from .values import b_polys
+    return b_polys(c)
 
 
 def _same_value(value, other_v, raw) -> bool:

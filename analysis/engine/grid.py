@@ -145,6 +145,16 @@ class _GridChecks:
                        if isinstance(v, (int, bool))}
         self.by_id = {a.id: a for a in it.accesses}
         self.reported_stores: set[int] = set()
+        self.divisible_only = False
+        launch = next((l for l in parsed.launches if l.kernel == kernel.name), None)
+        if self.grid_source == "launch" and launch is not None:
+            for e in launch.grid or []:
+                for node in _top_level_floordivs(e.tree) if e.tree is not None else []:
+                    if _divisibility_checked(parsed, launch.span.line,
+                                             ast.unparse(node.left), ast.unparse(node.right)):
+                        # the host only launches when the division is exact; the
+                        # enumeration's sizes would not be
+                        self.divisible_only = True
         used = [k for a in it.accesses for k in self._pid_axes_access(a)]
         if self.ann.grid is not None:
             self.n_axes = len(self.ann.grid.axes)
@@ -165,7 +175,11 @@ class _GridChecks:
             axes = [self.it.annot_poly(e.tree) for e in g.axes[:3]]
             if any(a is None for a in axes):
                 return None, None, None
-            return axes + [ONE] * (3 - len(axes)), "annotation", g.span
+            # infer.with_inferred_annotations gives an inferred grid the launch's span
+            inferred = any(l.span == g.span for l in self.parsed.launches
+                           if l.kernel == self.kernel.name)
+            return (axes + [ONE] * (3 - len(axes)), "launch" if inferred else "annotation",
+                    g.span)
         from ..infer import infer_grid
         try:
             exprs = infer_grid(self.parsed, self.kernel)
@@ -212,6 +226,8 @@ class _GridChecks:
                     if not self._is_block_name(launch, b):
                         continue
                     num, den = ast.unparse(node.left), ast.unparse(b)
+                    if _divisibility_checked(self.parsed, launch.span.line, num, den):
+                        continue
                     den_v = self._host_value(den)
                     sizes = {}
                     if den_v:
@@ -239,13 +255,12 @@ class _GridChecks:
         is already ``BLOCK``), or the host value passed to one (``BLOCK=block``)."""
         if not isinstance(node, ast.Name):
             return False
-        p = self.kernel.param(node.id)
-        if p is not None and p.is_constexpr:
+        tiles = _tile_constexprs(self.kernel)
+        if node.id in tiles:
             return True
         from ..launches import bind_args
         for pname, arg in bind_args(launch, self.kernel).items():
-            q = self.kernel.param(pname)
-            if q is not None and q.is_constexpr and arg.expr.text.strip() == node.id:
+            if pname in tiles and arg.expr.text.strip() == node.id:
                 return True
         return False
 
@@ -364,11 +379,12 @@ class _GridChecks:
             goal = b_and(goal, b_map(u.mask, lambda p: it.terms.subst(p, sub)), *bounds)
             break
         res = self.solver.query([goal], acc.domain())
-        if res.status == "unsat":
+        if res.status != "sat":
+            # unsat: program k = 1 never has work next to this store; unknown: no witness
             self.rep.outcome(res, f"the store's programs along {name} write disjoint elements",
                              acc.span)
             return
-        model = dict(res.model) if res.status == "sat" else {}
+        model = dict(res.model)
         n_axes = max(self.n_axes, k + 1)
         pid_a = tuple(0 if a == k else model.get(f"pid{a}", 0) for a in range(n_axes))
         pid_b = tuple(1 if a == k else model.get(f"pid{a}", 0) for a in range(n_axes))
@@ -395,7 +411,7 @@ class _GridChecks:
         lines = sorted({u.line + 1 for u in users})
         cex = Counterexample(program_id=pid_a, element=elem, sizes=sizes,
                              values={"program_id (second)": list(pid_b), "element": where},
-                             method="smt" if res.status == "sat" else "enumeration",
+                             method="smt",
                              notes=[f"programs {name}=0 and {name}=1 both write {where}"])
         msg = (f"tl.store to {acc.base} ignores program_id({k}) ({name}), which the accesses at "
                f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} split work "
@@ -547,7 +563,7 @@ class _GridChecks:
         for p in self.grid or []:
             hard |= self._free_atoms(p)
         hard = {a for a in hard if a[0] not in "?"}
-        tries = 0
+        tries = unsat = 0
         for env in self._scenarios(hard, []):
             try:
                 programs = self._programs(env) if self.grid is not None else None
@@ -563,13 +579,14 @@ class _GridChecks:
                     continue
                 seen.add(pid)
                 tries += 1
-                if tries > 6 or not self.time_left():
+                if tries > 4 or unsat >= 2 or not self.time_left():
                     return Result("unknown")
                 sub = {a: Poly.const(env[a]) for a in hard if a in env}
                 for k in range(3):
                     sub[f"pid{k}"] = Poly.const(pid[k])
                 g2 = b_map(goal, lambda p: it.terms.subst(p, sub))
                 res = self.solver.query([g2], acc.domain())
+                unsat += res.status == "unsat"
                 if res.status == "sat":
                     model = dict(res.model)
                     for a, v in sub.items():
@@ -655,7 +672,8 @@ class _GridChecks:
     def check_enumerated(self) -> None:
         """KS301, KS302 and KS303 at concrete sizes (see module docstring)."""
         it = self.it
-        if self.grid_source == "launch" and self._host_decided_constexprs():
+        if self.grid_source == "launch" and (self._host_decided_constexprs() or
+                                             self.divisible_only):
             return
         stores: dict[str, list[Access]] = {}
         for acc in it.accesses:
@@ -679,6 +697,9 @@ class _GridChecks:
         if any(a[0] == "?" for a in needed):
             return
         found: set[tuple] = set()
+        for t in targets:
+            if self.time_left():
+                self._race_smt(t, found)
         for env in self._scenarios(needed, targets):
             if not self.time_left():
                 return
@@ -699,6 +720,96 @@ class _GridChecks:
                     self._check_target(t, env, programs, found)
                 except _Unknown:
                     continue
+
+    # -- races by z3, for affine program-id structure
+    def _race_smt(self, t, found: set) -> None:
+        """Ask z3 for two different programs that write one element (within the extent when
+        known): ``unsat`` proves the target race-free for every size; ``sat`` is a KS302
+        finding with a model. Only for stores whose coordinates use program ids outside
+        ``//``/``%``/``min`` terms (grouped orderings are left to the enumeration: z3 rarely
+        decides them within the time limit)."""
+        from .solver import Loop
+        from .values import b_map, b_or
+        it = self.it
+        for acc in t.stores:
+            for c in t.coords[acc.id]:
+                for a in c.atoms():
+                    if a[0] == "{" and any(x.startswith("pid") for x in
+                                           it.terms.deep_atoms(Poly.atom(a))):
+                        return
+                    if a[0] in "?":
+                        return
+        if len(t.stores) != 1:
+            return  # pairs of different stores: enumeration
+        acc = t.stores[0]
+        coords = t.coords[acc.id]
+        ren = {f"pid{k}": Poly.atom(f"pid{k}'") for k in range(3)}
+        ren.update({f"%{k}": Poly.atom(f"%{k}'") for k in range(len(acc.shape))})
+        ren.update({l.atom: Poly.atom(l.atom + "'") for l in acc.loops})
+
+        def prime(p: Poly) -> Poly:
+            return it.terms.subst(p, ren)
+        conds = [acc.mask if acc.mask is not None else TRUE]
+        conds.append(b_map(conds[0], prime))
+        conds += list(acc.guards) + [b_map(g, prime) for g in acc.guards]
+        if t.sizes is not None:
+            for c, size in zip(coords, t.sizes):
+                conds.append(cmp(">=", c, Poly.const(0)))
+                conds.append(cmp("<", c, size))
+        for c in coords:
+            conds.append(cmp("==", c, prime(c)))
+        # programs differ when any axis of the grid differs, also one the store ignores
+        axes = [k for k in range(3) if self.grid[k] != ONE]
+        if not axes:
+            return
+        conds.append(b_or(*[cmp("!=", Poly.atom(f"pid{k}"), Poly.atom(f"pid{k}'"))
+                            for k in axes]))
+        loops = list(acc.loops) + [Loop(l.var + "'", l.atom + "'", prime(l.lo),
+                                        prime(l.hi) if l.hi is not None else None,
+                                        prime(l.step), l.line, l.kind) for l in acc.loops]
+        goal = b_and(*conds)
+        saved = self.solver.timeout_ms
+        self.solver.timeout_ms = min(saved, 80)
+        try:
+            res = self.solver.query([goal], Domain(acc.shape, loops, []))
+        finally:
+            self.solver.timeout_ms = saved
+        text = "no two programs write one element"
+        if res.status == "unsat":
+            self.rep.outcome(res, text, acc.span)
+            found.add(("KS302", t.base))  # proved: nothing for the enumeration to find
+            return
+        if res.status != "sat":
+            return
+        m = res.model
+        env = self._model_env(m)
+        try:
+            elem = tuple(it.terms.evaluate(c, env) for c in coords)
+        except Exception:
+            return
+        pid1 = self._pid(tuple(m.get(f"pid{k}'", 0) for k in range(3)))
+        pid2 = self._pid(tuple(m.get(f"pid{k}", 0) for k in range(3)))
+        where = self._name_elem(t, elem)
+        sizes = {a: v for a, v in sorted(m.items())
+                 if a[0] not in "%@?{" and not a.startswith("pid")}
+        for k, v in self.consts.items():
+            sizes.setdefault(k, v)
+        loop = {l.var: m.get(l.atom, 0) for l in acc.loops}
+        cex = Counterexample(program_id=pid2, element={INDEX_NAMES[k]: m.get(f"%{k}", 0)
+                                                       for k in range(len(acc.shape))},
+                             loop=loop, sizes=sizes,
+                             values={"element": where, "other program_id": list(pid1),
+                                     "other element": {INDEX_NAMES[k]: m.get(f"%{k}'", 0)
+                                                       for k in range(len(acc.shape))}},
+                             method="smt",
+                             notes=[f"programs {pid1} and {pid2} both write {where}"])
+        msg = (f"write race: programs {pid1} and {pid2} both write {where} "
+               f"(sizes {_fmt_sizes(sizes, t.atoms | self._grid_atoms())})")
+        self.rep.outcome(res, text, acc.span)
+        self.rep.report("KS302", msg, acc.span, cex,
+                        related_chain(it, [acc.ptr_node], acc.line),
+                        dedupe=("KS302", acc.span.line, acc.span.col))
+        found.add(("KS302", t.base))
 
     # -- what to check per stored pointer
     @dataclass
@@ -821,6 +932,13 @@ class _GridChecks:
         return ext
 
     def _loads_of(self, stores: list[Access], decl) -> list[Access]:
+        key = (tuple(a.id for a in stores), decl.name)
+        cache = self.__dict__.setdefault("_loads_cache", {})
+        if key not in cache:
+            cache[key] = self._loads_of_uncached(stores, decl)
+        return cache[key]
+
+    def _loads_of_uncached(self, stores: list[Access], decl) -> list[Access]:
         ids: set[int] = set()
         for s in stores:
             if s.value is not None:
@@ -914,7 +1032,9 @@ class _GridChecks:
     def _check_target(self, t, env: dict, programs: list[tuple], found: set) -> None:
         boxes: list[_Box] = []
         for acc in t.stores:
-            for pid in programs:
+            for n, pid in enumerate(programs):
+                if n % 64 == 63 and not self.time_left():
+                    raise _Unknown("time budget")
                 for b in self._boxes(acc, t.coords[acc.id], env, pid):
                     boxes.append(b)
                     # A box can cost MAX_LANES evaluations: without the deadline here a kernel
@@ -1264,15 +1384,20 @@ class _GridChecks:
 
     def _eval_annot(self, text: str, out_env: dict, env: dict) -> int | None:
         from ..exprs import parse_expr
-        tree = parse_expr(text)
-        if tree is None:
-            return None
-        try:
-            v = self.it.annot_eval(tree, {k: V("int", poly=Poly.const(x), width=64)
-                                          for k, x in out_env.items()})
-        except Exception:
-            return None
-        if v.kind != "int" or v.poly is None:
+        cache = self.__dict__.setdefault("_annot_cache", {})
+        key = (text, tuple(sorted(out_env.items())))
+        if key not in cache:
+            tree = parse_expr(text)
+            v = None
+            if tree is not None:
+                try:
+                    v = self.it.annot_eval(tree, {k: V("int", poly=Poly.const(x), width=64)
+                                                  for k, x in out_env.items()})
+                except Exception:
+                    v = None
+            cache[key] = v
+        v = cache[key]
+        if v is None or v.kind != "int" or v.poly is None:
             return None
         try:
             return _Evaluator(self.it, env).poly(v.poly)
@@ -1421,6 +1546,74 @@ def _read_name(it: Interp, base: str) -> str:
     return d.name if d is not None else base
 
 
+_HOST_TREES: dict = {}
+
+
+def _divisibility_checked(parsed: ParsedFile, line0: int, num: str, den: str) -> bool:
+    """The host code tests ``num % den == 0`` around the launch at 0-based ``line0``: an
+    enclosing ``if``, or an ``assert`` before it in the same function."""
+    key = id(parsed)
+    hit = _HOST_TREES.get(key)
+    if hit is None or hit[0] is not parsed:
+        try:
+            tree = ast.parse(parsed.text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        _HOST_TREES.clear()
+        hit = _HOST_TREES[key] = (parsed, tree)
+    tree = hit[1]
+    if tree is None:
+        return False
+    line1 = line0 + 1
+
+    def is_check(test: ast.AST) -> bool:
+        for n in ast.walk(test):
+            if isinstance(n, ast.Compare) and len(n.ops) == 1 and \
+                    isinstance(n.ops[0], ast.Eq):
+                sides = [n.left, n.comparators[0]]
+                for a, b in (sides, sides[::-1]):
+                    if isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mod) and \
+                            isinstance(b, ast.Constant) and b.value == 0 and \
+                            ast.unparse(a.left) == num and ast.unparse(a.right) == den:
+                        return True
+        return False
+
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If) and n.lineno <= line1 <= (n.end_lineno or n.lineno):
+            if any(s.lineno <= line1 <= (s.end_lineno or s.lineno) for s in n.body) and \
+                    is_check(n.test):
+                return True
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                n.lineno <= line1 <= (n.end_lineno or n.lineno):
+            for st in ast.walk(n):
+                if isinstance(st, ast.Assert) and st.lineno < line1 and is_check(st.test):
+                    return True
+    return False
+
+
+def _tile_constexprs(kernel: KernelInfo) -> set[str]:
+    """Constexpr parameters used as a tile size: inside ``tl.arange(...)`` or as the step of
+    a ``range``/``tl.range`` loop (a row length passed as a constexpr is not one)."""
+    cx = {p.name for p in kernel.params if p.is_constexpr}
+    out: set[str] = set()
+    if kernel.tree is None:
+        return out
+    for n in ast.walk(kernel.tree):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
+            else ""
+        args = []
+        if fname == "arange":
+            args = n.args
+        elif fname in ("range", "static_range") and len(n.args) >= 3:
+            args = [n.args[2]]
+        for a in args:
+            out |= {x.id for x in ast.walk(a) if isinstance(x, ast.Name) and x.id in cx}
+    return out
+
+
 def _top_level_floordivs(tree: ast.expr):
     """Floor divisions of a grid axis outside any call (``n // BLOCK``, ``B * (n // BLOCK)``;
     not the ``out_c // groups`` inside ``triton.cdiv(out_c // groups, BLOCK)``)."""
@@ -1462,7 +1655,7 @@ class _Evaluator:
         self.terms = it.terms
         self.env = env
         self.memo: dict[str, int] = {}
-        self._lane_dep: dict[str, bool] = {}
+        self._lane_dep: dict[str, bool] = it.__dict__.setdefault("_grid_lane_dep", {})
 
     def lane_dep(self, a: str) -> bool:
         hit = self._lane_dep.get(a)
@@ -1470,6 +1663,8 @@ class _Evaluator:
             hit = any(x[0] == "%" for x in self.terms.deep_atoms(Poly.atom(a)))
             self._lane_dep[a] = hit
         return hit
+
+
 
     def atom(self, a: str, lane: dict | None) -> int:
         v = self.env.get(a)
@@ -1543,7 +1738,7 @@ def _box(it: Interp, acc: Access, coords: list[Poly], env: dict) -> _Box | None:
             return None
         vs = set()
         for p in b_polys(c):
-            vs |= it.terms.index_vars(p)
+            vs |= _ivars(it, p)
         if not vs:
             try:
                 r = b_eval(c, ev.poly)
@@ -1577,7 +1772,7 @@ def _box(it: Interp, acc: Access, coords: list[Poly], env: dict) -> _Box | None:
             allowed[k] = keep
         else:
             multi.append(c)
-    coord_vars = [it.terms.index_vars(c) for c in coords]
+    coord_vars = [_ivars(it, c) for c in coords]
     product = not multi and all(len(v) <= 1 for v in coord_vars)
     used = [next(iter(v)) for v in coord_vars if len(v) == 1]
     if product and len(used) != len(set(used)):
@@ -1635,14 +1830,30 @@ _CMP = {"<": lambda v: v < 0, "<=": lambda v: v <= 0, "==": lambda v: v == 0,
 
 def _linear(it: Interp, p: Poly, k: int, ev: "_Evaluator") -> tuple[int, int] | None:
     """``p = a * %k + b`` with ``a``, ``b`` free of tile index variables: (a, b) evaluated."""
-    name = f"%{k}"
-    q = p.coefficient_of(name)
-    if q is None:
+    cache = it.__dict__.setdefault("_grid_linear", {})
+    key = (p, k)
+    split = cache.get(key, False)
+    if split is False:
+        name = f"%{k}"
+        q = p.coefficient_of(name)
+        split = None
+        if q is not None:
+            rest = p.without_atom(name)
+            if not _ivars(it, q) and not _ivars(it, rest):
+                split = (q, rest)
+        cache[key] = split
+    if split is None:
         return None
-    rest = p.without_atom(name)
-    if it.terms.index_vars(q) or it.terms.index_vars(rest):
-        return None
-    return ev.poly(q), ev.poly(rest)
+    return ev.poly(split[0]), ev.poly(split[1])
+
+
+def _ivars(it: Interp, p: Poly) -> set[int]:
+    """``it.terms.index_vars(p)``, cached per interpreter (polys are immutable)."""
+    cache = it.__dict__.setdefault("_grid_ivars", {})
+    hit = cache.get(p)
+    if hit is None:
+        hit = cache[p] = it.terms.index_vars(p)
+    return hit
 
 
 def _lane_of(it: Interp, acc: Access, coords: list[Poly], env: dict, elem: tuple):

@@ -90,8 +90,8 @@ def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
             continue
         sizes[a] = v
     for k, v in it.consts.items():
-        if isinstance(v, int) and not isinstance(v, bool):
-            sizes.setdefault(k, v)
+        if isinstance(v, int):  # constexpr flags (bool) as 0/1: they select the code path
+            sizes.setdefault(k, int(v))
     out_vals: dict[str, Any] = {}
 
     def env(a: str) -> int:

@@ -83,10 +83,13 @@ class SolverContext:
         self.queries = 0
         self.seconds = 0.0
         self._conv = None
+        self.timeouts = 0  # queries that ran out of time: later ones get less
+        self.budget_s: float | None = None  # total z3 seconds allowed for the kernel
         self._assume_z3: list = []
         self.deadline: float | None = None
         # (BoolExpr, universal atoms, [(read base, atom, constant)]) from #@ assume
         self.templates: list = []
+        self.shared_with: list = []  # contexts of earlier cases of the same kernel
         self._cache: dict[Any, Result] = {}
 
     # -- public ---------------------------------------------------------------------------
@@ -123,6 +126,8 @@ class SolverContext:
         t0 = time.perf_counter()
         if self.deadline is not None and t0 > self.deadline:
             return Result("unknown")
+        if self.budget_s is not None and self.spent() > self.budget_s:
+            return Result("unknown")
         try:
             res = self._query(conds, dom, small_first, extra_atoms)
         except Exception:  # z3 exceptions (e.g. on exotic terms) mean "not proved"
@@ -130,6 +135,9 @@ class SolverContext:
         self.seconds += time.perf_counter() - t0
         self._cache[key] = res
         return res
+
+    def spent(self) -> float:
+        return self.seconds + sum(getattr(o, "seconds", 0.0) for o in self.shared_with)
 
     def _slice(self, conds: list, dom: Domain):
         from .values import conjuncts
@@ -190,10 +198,16 @@ class SolverContext:
                 used |= self.terms.deep_atoms(bound)
         domain, small = conv.domains(used, dom)
         s = z3.Solver()
-        s.set("timeout", self.timeout_ms if not self._hard(used) else
-              max(1, self.timeout_ms // HARD_DIVISOR))
+        limit = self.timeout_ms
+        if self._hard(used, conds):
+            limit = max(1, limit // HARD_DIVISOR)
+        if self.timeouts >= 2:
+            limit = max(1, min(limit, self.timeout_ms // (2 * HARD_DIVISOR)))
+        s.set("timeout", limit)
         s.add(*body, *self._assume_z3, *domain)
         r = s.check()
+        if r == z3.unknown:
+            self.timeouts += 1
         if r == z3.sat:
             if small_first and small:
                 s.push()
@@ -207,7 +221,13 @@ class SolverContext:
             return Result("unsat")
         return Result("unknown")
 
-    def _hard(self, used: set[str]) -> bool:
+    def _hard(self, used: set[str], conds=()) -> bool:
+        consts = self.consts
+        for c in conds:
+            for p in b_polys(c):
+                for m in p.terms:
+                    if sum(1 for a in m if a not in consts and a[0] != "%") >= 2:
+                        return True  # nonlinear in run-time values
         for a in used:
             if a[0] == "{":
                 op, args = self.terms.defs.get(a, ("", ()))

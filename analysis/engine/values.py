@@ -396,14 +396,19 @@ def int_const(c: int) -> V:
     return V("int", poly=Poly.const(c))
 
 
+SENTINEL = 1e9
+
+
 def pad_value_ok(value: Any, reduction: str) -> bool | None:
     """Is ``value`` the identity of ``reduction``? None when not known."""
     if value == UNKNOWN:
         return None
+    # a fill at or beyond an integer type's extreme (-2^31, -2^63, -1e38) is a deliberate
+    # sentinel: neutral for every value the tensor can hold
     if reduction in ("max", "argmax", "lse"):
-        return value == -math.inf
+        return isinstance(value, float) and value <= -SENTINEL
     if reduction in ("min", "argmin"):
-        return value == math.inf
+        return isinstance(value, float) and value >= SENTINEL
     if reduction == "sum":
         return isinstance(value, float) and value == 0.0
     return None
@@ -450,6 +455,8 @@ def pad_unary(fn: str, a: Any) -> Any:
     if fn in ("exp", "exp2"):
         if a == -math.inf:
             return 0.0
+        if isinstance(a, float) and math.isfinite(a) and abs(a) < 80:
+            return math.exp(a) if fn == "exp" else 2.0 ** a
         if isinstance(a, float) and math.isinf(a):
             return UNKNOWN
         return POSITIVE if not isinstance(a, float) or math.isfinite(a) else UNKNOWN

@@ -1,4 +1,5 @@
-"""``kernelsight optimize FILE::KERNEL [--model M | --tuner] [--budget ...] [--run-dir D] [--resume]``
+"""``kernelsight optimize FILE::KERNEL [--model M | --tuner] [--budget ...] [--run-dir D] [--resume]
+[--evaluator local|ray:local|ray://HOST:PORT]``
 
 Runs ``kernelsight.agent.optimize.run_optimize`` with a progress bar on stderr, then prints the
 result (best speedup, run directory, report) on stdout. Exit status: 0 when the run finished
@@ -39,6 +40,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--max-tokens", type=int, default=8192)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--evaluator", metavar="WHERE", default=None,
+                        help="where candidates are evaluated: local (this machine's GPUs and "
+                             "cores, the default), ray:local (a private Ray cluster here), "
+                             "ray:auto / ray:HOST:PORT (join a Ray cluster), ray://HOST:PORT "
+                             "(Ray Client); default $KERNELSIGHT_EVALUATOR, else local "
+                             "(docs/ray.md)")
     parser.add_argument("--target", default="cuda:90", help="compile target (default cuda:90)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the search's choices")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -99,6 +106,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"kernelsight optimize: --api-key-env {args.api_key_env}: variable is not set",
                   file=sys.stderr)
             return 2
+    from kernelsight.agent.backends import EvaluatorSpecError, parse_evaluator
+
+    evaluator = args.evaluator or os.environ.get("KERNELSIGHT_EVALUATOR") or "local"
+    try:
+        parse_evaluator(evaluator)
+    except EvaluatorSpecError as exc:
+        print(f"kernelsight optimize: {exc}", file=sys.stderr)
+        return 2
     bar = _Bar(args.quiet)
     cancel = threading.Event()
     try:
@@ -106,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
                               run_dir=args.run_dir, resume=args.resume, progress=bar,
                               cancel=cancel, api_key=api_key, api_base=args.api_base,
                               temperature=args.temperature, max_tokens=args.max_tokens,
-                              device=args.device, target=args.target, seed=args.seed)
+                              device=args.device, target=args.target, seed=args.seed,
+                              evaluator=evaluator)
     except OptimizeError as exc:
         bar.close()
         print(f"kernelsight optimize: {exc}", file=sys.stderr)

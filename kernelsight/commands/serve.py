@@ -37,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
     if args.log_file:
         logging.basicConfig(filename=args.log_file, level=logging.DEBUG,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from kernelsight.server import startup
+
+    startup.install()
     from kernelsight.server.app import build_server  # pygls loads only for this subcommand
 
     server = build_server()

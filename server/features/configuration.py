@@ -57,6 +57,9 @@ def register(ls) -> None:
 
     @ls.feature(t.INITIALIZED)
     async def initialized(ls, params: t.InitializedParams):
+        from .. import startup
+
+        startup.save()  # the code compiled for this start, initialize's included
         log.info("kernelsight %s ready (%s diagnostics, position encoding %s)", ls.version,
                  "push" if ls.push_mode else "pull", ls.workspace.position_encoding)
         await pull_configuration(ls)

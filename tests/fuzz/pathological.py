@@ -212,14 +212,15 @@ def huge_line_file(size: int = 5_000_000) -> str:
 
 
 def non_utf8_bytes() -> bytes:
-    """The sentinel file with Latin-1, lone continuation and NUL bytes in comments, a string
-    and a directive (bytes that are not UTF-8)."""
+    """The sentinel file with Latin-1 and lone continuation bytes in comments, a string and a
+    directive, and a NUL byte outside the kernels (bytes that are not UTF-8; CPython rejects
+    NUL anywhere, the front end only in the kernel that holds it)."""
     text = with_sentinel(copy_kernel("latin"), before=True)
     data = text.encode("utf-8")
     data = data.replace(b"import triton\n", b"import triton  # caf\xe9 \xff\xfe\x80\n", 1)
     data = data.replace(b"    pid = tl.program_id(0)\n",
-                        b"    pid = tl.program_id(0)  # \xc3\x28 \xa0\xa1 \x00\n", 1)
-    data += b"\n#@ tensor Q = q_ptr[i: \xe9N]\nS = '\xf0\x28\x8c\xbc'\n"
+                        b"    pid = tl.program_id(0)  # \xc3\x28 \xa0\xa1\n", 1)
+    data += b"\n#@ tensor Q = q_ptr[i: \xe9N]\nS = '\xf0\x28\x8c\xbc'  # \x00\n"
     return data
 
 

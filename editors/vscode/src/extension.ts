@@ -130,11 +130,11 @@ class Controller implements vscode.Disposable {
     if (probe.kind !== "ok") {
       this.output.appendLine(`Probe: ${probe.detail}`);
       this.setState(
-        probe.kind === "broken"
-          ? { kind: "failed", detail: probe.detail }
-          : { kind: "not-installed", python: interpreter.path },
+        probe.kind === "not-installed"
+          ? { kind: "not-installed", python: interpreter.path }
+          : { kind: "failed", detail: probe.detail },
       );
-      void this.offerInstall(probe.detail);
+      void this.offerInstall(probe.detail, probe.kind === "not-installed");
       return;
     }
     this.version = probe.version;
@@ -172,8 +172,8 @@ class Controller implements vscode.Disposable {
             });
           },
         },
-        // Code lens clicks go through the same path as the palette commands, so they get
-        // the progress notification, cancellation and "Show last report".
+        // Code lens and code action clicks go through the same path as the palette commands,
+        // so they get the status bar progress and "Show last report".
         executeCommand: async (command, args, next) => {
           if (command === SERVER_COMMANDS.optimize || command === SERVER_COMMANDS.benchmark) {
             const list = args as unknown[];
@@ -281,9 +281,12 @@ class Controller implements vscode.Disposable {
     );
   }
 
-  private async offerInstall(detail: string): Promise<void> {
+  private async offerInstall(detail: string, notInstalled: boolean): Promise<void> {
+    const advice = notInstalled
+      ? "Install it in the Python environment of this workspace, or choose the interpreter that has it."
+      : "Choose an interpreter with kernelsight installed, or see the Kernelsight output for details.";
     const choice = await vscode.window.showErrorMessage(
-      `Kernelsight: ${detail}. The language server needs it in the Python environment of this workspace.`,
+      `Kernelsight: ${detail}. ${advice}`,
       "How to install",
       "Install in terminal",
       "Choose interpreter",

@@ -80,6 +80,8 @@ test("an interpreter that does not exist is reported, not mistaken for a missing
   const err = state.messages.find((m) => m.level === "error");
   assert.ok(err);
   assert.match(err.text, /cannot run '\/no\/such\/dir\/python' \(ENOENT\)/);
+  assert.equal(state.status.text, "$(error) Kernelsight");
+  assert.match(state.status.tooltip, /cannot run/);
   await ext.deactivate();
 });
 
