@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -26,18 +27,20 @@ def _emit(event: dict) -> None:
 
 
 def _seed_file(path: Path, source: str) -> Path:
-    """The buffer's text as a file beside the original (so sibling imports still resolve),
-    or in the temp folder when that folder is not writable."""
-    for folder in (path.parent, Path(tempfile.gettempdir())):
-        try:
-            fd, name = tempfile.mkstemp(prefix=f".{path.stem}.kernelsight-", suffix=".py",
-                                        dir=folder)
-        except OSError:
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(source)
-        return Path(name)
-    raise OSError("no writable folder for the seed file")
+    """The buffer's text as a file in a fresh temporary folder, named like the original.
+
+    Never beside the original: a run that is killed must not leave files in the user's tree.
+    The original's folder goes on the import path (here and in the agent's workers) so that
+    sibling imports still resolve.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="kernelsight-optimize-"))
+    seed = folder / path.name
+    seed.write_text(source, encoding="utf-8")
+    parent = str(path.parent)
+    sys.path.insert(0, parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (parent, os.environ.get("PYTHONPATH", "")) if p)
+    return seed
 
 
 def summary_line(result) -> str:
@@ -76,10 +79,7 @@ def main() -> int:
         _emit({"event": "error", "message": str(exc)})
         return 1
     finally:
-        try:
-            seed.unlink()
-        except OSError:
-            pass
+        shutil.rmtree(seed.parent, ignore_errors=True)
     _emit({"event": "result", "source": result.best_source, "summary": summary_line(result),
            "timed": result.timed, "best_score": result.best_score,
            "stop_reason": result.stop_reason, "report": str(result.report_path),

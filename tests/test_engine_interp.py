@@ -389,3 +389,30 @@ def test_odd_kernels_do_not_crash(snippet):
             {snippet}
         """)
     assert res.status == "analysed"
+
+
+def test_early_return_guards_the_rest_of_the_kernel():
+    body = """
+        @triton.jit
+        def k(g_ptr, y_ptr, K, BLOCK: tl.constexpr = 64):
+            i = tl.program_id(0).to(tl.int64)
+            GUARD
+            offs = tl.arange(0, BLOCK)
+            prev = tl.load(g_ptr + (i - 1) * K + offs, mask=offs < K)
+            tl.store(y_ptr + i * K + offs, prev, mask=offs < K)
+        """
+    assert codes(body.replace("GUARD", "if i == 0:\n                return")) == []
+    assert codes(body.replace("GUARD", "pass")) == ["KS102"]
+
+
+def test_where_with_the_accumulator_as_other_arm_keeps_its_values():
+    assert codes("""
+        @triton.jit
+        def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr = 64):
+            lo = tl.full((BLOCK,), float("inf"), dtype=tl.float32)
+            for off in range(0, n, BLOCK):
+                offs = off + tl.arange(0, BLOCK)
+                a = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+                lo = tl.where(offs < n, tl.minimum(lo, a), lo)
+            tl.store(y_ptr, tl.min(lo, axis=0))
+        """) == []

@@ -97,3 +97,35 @@ def test_change_of_a_never_opened_document_is_ignored_quietly(client):
                                                 "arguments": []}, timeout=30)
     assert client.alive()
     assert client.log_errors == []
+
+
+# Found by the protocol fuzzer (seed 20261130, sequence 273): a code action on an
+# unannotated kernel with a launch site infers its annotations in a worker thread; a didClose
+# arriving meanwhile left no line index, and the handler raised AttributeError (answered as
+# InternalError). Fixed in server/features/code_actions.py (guard after the await).
+@pytest.mark.timeout(180)
+def test_code_action_racing_a_close_is_answered_without_internal_error(client):
+    vector_add = (Path(__file__).resolve().parent.parent / "examples" / "kernels"
+                  / "vector_add.py").read_text()
+    text = "".join(l for l in vector_add.splitlines(True) if not l.startswith("#@"))
+    line = next(i for i, l in enumerate(text.split("\n")) if l.startswith("def "))
+    for n in range(40):
+        uri = client.root.as_uri() + f"/race{n}.py"
+        client.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": text}})
+        deadline = time.monotonic() + 30
+        while True:  # the code action needs a result for the current version
+            st = client.request("workspace/executeCommand",
+                                {"command": "kernelsight.status", "arguments": []})
+            if (st["documents"].get(uri) or {}).get("fast") == 1:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        pos = {"line": line, "character": 0}
+        rid = client.send_request("textDocument/codeAction", {
+            "textDocument": {"uri": uri}, "range": {"start": pos, "end": pos},
+            "context": {"diagnostics": []}})
+        time.sleep(n * 0.004)  # close at varying points of the inference
+        client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        client.wait(rid, timeout=30)  # ResponseError (InternalError) fails the test
+    assert client.alive()

@@ -1,6 +1,7 @@
 """End-to-end: kernel commands (optimize, benchmark) and start-up cost."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -115,3 +116,23 @@ def test_initialize_answers_quickly():
     # CI machines are slower and noisier than the benchmark's; the 0.5 s target is measured
     # by benchmarks/bench_server.py.
     assert elapsed < 3.0
+
+
+@pytest.mark.asyncio
+async def test_optimize_reports_cancellable_progress_and_cancel_stops_it(client):
+    from kernelsight.server.features.commands import unavailable_reason
+    reason = unavailable_reason("optimize")
+    if reason:
+        pytest.skip(reason)
+    uri = open_file(client, KERNEL)
+    fut = asyncio.ensure_future(client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="kernelsight.optimize", arguments=[uri, "add_kernel"])))
+    await eventually(lambda: any(client.progress_reports.values()), what="progress begin")
+    [token] = client.progress_reports.keys()
+    begin = client.progress_reports[token][0]
+    assert isinstance(begin, t.WorkDoneProgressBegin) and begin.cancellable
+    client.window_work_done_progress_cancel(t.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(fut, 30)
+    assert result == {"ok": False, "applied": False, "reason": "cancelled"}
+    end = client.progress_reports[token][-1]
+    assert isinstance(end, t.WorkDoneProgressEnd) and end.message == "cancelled"

@@ -172,8 +172,8 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         return
     limit = it.config.max_elements
     for r in acc.risks:
-        if ("KS110", r.line, r.col) in rep._seen:
-            continue  # one finding per product, at the first access it reaches
+        if ("KS110", r.line, r.col) in rep._seen or ("KS110", r.left, r.right) in rep._seen:
+            continue  # one finding per product (and per product text), at its first access
         text = f"int32 product {r.left} * {r.right} <= 2^31 - 1"
         if limit <= INT32_MAX:
             rep.outcome("proved", text, acc.span)
@@ -214,6 +214,7 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         rep.report("KS110", f"int32 offset can overflow: {r.left} * {r.right} passes 2^31 - 1 "
                    f"for large tensors (cast a factor to tl.int64 before multiplying)",
                    acc.span, cex, rel, fixes, dedupe=("KS110", r.line, r.col))
+        rep._seen.add(("KS110", r.left, r.right))
         return
 
 
@@ -221,8 +222,6 @@ def _overflow_witness(it: Interp, solver: SolverContext, p: Poly, limit: int) ->
     """Without assumptions, a direct witness: every run-time argument of the product = 4096
     (a common row length), other atoms 0, and the smallest program id 0 that passes 2^31 - 1.
     None when assumptions exist or the product is not increasing in program id 0."""
-    if solver.assumptions or solver.pid_bounds:
-        return None
     env = {}
     for a in p.atoms():
         if a in it.consts:
@@ -244,7 +243,30 @@ def _overflow_witness(it: Interp, solver: SolverContext, p: Poly, limit: int) ->
     val = it.terms.evaluate(p, look)
     if not (INT32_MAX < val < limit) or env["pid0"] > INT32_MAX:
         return None
-    return Result("sat", {a: v for a, v in env.items()})
+    # the other sizes: any small choice under which the assumptions and the grid hold
+    from .values import b_eval
+    others = sorted({a for c in solver.assumptions for q in _polys(c) for a in q.atoms()} |
+                    {a for b in solver.pid_bounds.values() if b is not None for a in b.atoms()})
+    others = [a for a in others if a not in env and a not in it.consts][:3]
+    import itertools
+    for combo in itertools.product([env["pid0"] + 1, 1, 64, 4096], repeat=len(others)):
+        trial = dict(env, **dict(zip(others, combo)))
+        look2 = lambda a: trial.get(a, int(it.consts.get(a, 0))
+                                    if isinstance(it.consts.get(a, 0), int) else 0)
+        ev = lambda q: it.terms.evaluate(q, look2)
+        try:
+            if not all(b_eval(c, ev) is True for c in solver.assumptions):
+                continue
+            if not all(trial["pid0"] < ev(b) for ax, b in solver.pid_bounds.items()
+                       if ax == 0 and b is not None):
+                continue
+            if any(trial.get(f"pid{ax}", 0) >= ev(b) for ax, b in solver.pid_bounds.items()
+                   if ax != 0 and b is not None and f"pid{ax}" in trial):
+                continue
+        except Exception:
+            return None
+        return Result("sat", trial)
+    return None
 
 
 def _pid_assignment(it: Interp, name: str):
@@ -601,6 +623,11 @@ def _same_layout_by_construction(it: Interp, launch, x: str, y: str) -> bool:
                           text) or \
                 re.search(rf"\b{re.escape(a)}\s*=\s*{re.escape(b)}\.(clone|view|"
                           rf"reshape|view_as)\(", text):
+            return True
+    for line in text.splitlines():
+        # `assert q.stride() == v.stride()`: the launcher checks the layouts agree
+        if line.lstrip().startswith("assert") and "stride" in line and \
+                re.search(rf"\b{re.escape(x)}\b", line) and re.search(rf"\b{re.escape(y)}\b", line):
             return True
     made = {}
     for m in re.finditer(r"\b(\w+)\s*=\s*torch\.(empty|zeros|ones|full)\((.*)\)", text):

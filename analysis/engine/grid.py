@@ -57,6 +57,9 @@ MAX_BOXES = 20000
 MAX_ELEMENTS = 1 << 21
 MAX_LANES = 1 << 14
 MAX_TRIPS = 4096
+# z3 time the grid checks may use beyond the engine's per-kernel z3 budget, as a share of
+# config.kernel_budget_ms (summed over the kernel's constexpr cases).
+GRID_Z3_SHARE = 0.125
 
 
 class _Unknown(Exception):
@@ -79,7 +82,16 @@ def run_grid_checks(it: Interp, solver: SolverContext, rep: Reporter, kernel: Ke
     Never raises for odd kernels: what cannot be evaluated is skipped (counted as unproved).
     """
     g = _GridChecks(it, solver, rep, kernel, parsed, config)
-    g.run()
+    # The engine caps z3 at a share of the kernel budget (solver.budget_s, across cases);
+    # the per-kernel checks may spend all of it. Grid checks get a reserve on top, bounded
+    # the same way (the kernel's deadline still applies).
+    saved = solver.budget_s
+    if saved is not None:
+        solver.budget_s = saved + config.kernel_budget_ms / 1000.0 * GRID_Z3_SHARE
+    try:
+        g.run()
+    finally:
+        solver.budget_s = saved
 
 
 @dataclass
@@ -409,10 +421,14 @@ class _GridChecks:
         for c, v in self.consts.items():
             sizes.setdefault(c, v)
         lines = sorted({u.line + 1 for u in users})
+        lane = {f"%{d}": Poly.const(model.get(f"%{d}", 0)) for d in range(len(acc.shape))}
+        symbolic = show(it.terms.subst(acc.offset, lane), it)
+        notes = [f"programs {name}=0 and {name}=1 both write {where}",
+                 f"the address is {acc.base} + {symbolic} for every value of {name}"]
         cex = Counterexample(program_id=pid_a, element=elem, sizes=sizes,
-                             values={"program_id (second)": list(pid_b), "element": where},
-                             method="smt",
-                             notes=[f"programs {name}=0 and {name}=1 both write {where}"])
+                             values={"program_id (second)": list(pid_b), "element": where,
+                                     "offset": symbolic},
+                             method="smt", notes=notes)
         msg = (f"tl.store to {acc.base} ignores program_id({k}) ({name}), which the accesses at "
                f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} split work "
                f"along: programs {pid_a} and {pid_b} both write {where} (a write race), and "
@@ -618,7 +634,19 @@ class _GridChecks:
             self.rep.outcome("proved", text, acc.span)
             return
         goal = b_and(acc.mask if acc.mask is not None else TRUE, cmp("!=", coord, want.poly))
-        res = self.solver.query([goal], acc.domain())
+        hard = any(a[0] == "{" and self.it.terms.defs.get(a, ("",))[0] in ("div", "mod", "min",
+                                                                            "max")
+                   and any(x.startswith("pid") for x in self.it.terms.deep_atoms(Poly.atom(a)))
+                   for p in b_polys(goal) for a in self.it.terms.deep_atoms(p))
+        saved = self.solver.timeout_ms
+        if hard:
+            # program id decoding by `//`/`%` of symbolic sizes: a short symbolic try, then
+            # concrete programs (_concrete_retry)
+            self.solver.timeout_ms = min(saved, 50)
+        try:
+            res = self.solver.query([goal], acc.domain())
+        finally:
+            self.solver.timeout_ms = saved
         if res.status == "unknown":
             res = self._concrete_retry(goal, acc)
         status = self.rep.outcome(res, text, acc.span)
@@ -742,16 +770,32 @@ class _GridChecks:
         if len(t.stores) != 1:
             return  # pairs of different stores: enumeration
         acc = t.stores[0]
-        coords = t.coords[acc.id]
+        # values read from memory in the address or the guards (scatter indices, a counter
+        # bumped by atomics): two programs read them independently, which z3 cannot tell
+        # unless `#@ assume` says how they relate
+        polys = list(t.coords[acc.id]) + [p for e in ([acc.mask] if acc.mask is not None
+                                                      else []) + list(acc.guards)
+                                          for p in b_polys(e)]
+        if any(self.it.terms.defs.get(a, ("",))[0] == "read"
+               for p in polys for a in self.it.terms.deep_atoms(p)) and \
+                not self.solver.templates:
+            return
+        # tl.num_programs(k) is the grid's extent (persistent loops step by it)
+        nprog = {f"num_programs_{k}": self.grid[k] for k in range(3)}
+
+        def bind(p: Poly) -> Poly:
+            return it.terms.subst(p, nprog)
+        coords = [bind(c) for c in t.coords[acc.id]]
         ren = {f"pid{k}": Poly.atom(f"pid{k}'") for k in range(3)}
         ren.update({f"%{k}": Poly.atom(f"%{k}'") for k in range(len(acc.shape))})
         ren.update({l.atom: Poly.atom(l.atom + "'") for l in acc.loops})
 
         def prime(p: Poly) -> Poly:
             return it.terms.subst(p, ren)
-        conds = [acc.mask if acc.mask is not None else TRUE]
-        conds.append(b_map(conds[0], prime))
-        conds += list(acc.guards) + [b_map(g, prime) for g in acc.guards]
+        mask = b_map(acc.mask, bind) if acc.mask is not None else TRUE
+        guards = [b_map(g, bind) for g in acc.guards]
+        conds = [mask, b_map(mask, prime)]
+        conds += guards + [b_map(g, prime) for g in guards]
         if t.sizes is not None:
             for c, size in zip(coords, t.sizes):
                 conds.append(cmp(">=", c, Poly.const(0)))
@@ -764,9 +808,11 @@ class _GridChecks:
             return
         conds.append(b_or(*[cmp("!=", Poly.atom(f"pid{k}"), Poly.atom(f"pid{k}'"))
                             for k in axes]))
-        loops = list(acc.loops) + [Loop(l.var + "'", l.atom + "'", prime(l.lo),
-                                        prime(l.hi) if l.hi is not None else None,
-                                        prime(l.step), l.line, l.kind) for l in acc.loops]
+        base_loops = [Loop(l.var, l.atom, bind(l.lo), bind(l.hi) if l.hi is not None else None,
+                           bind(l.step), l.line, l.kind) for l in acc.loops]
+        loops = base_loops + [Loop(l.var + "'", l.atom + "'", prime(l.lo),
+                                   prime(l.hi) if l.hi is not None else None,
+                                   prime(l.step), l.line, l.kind) for l in base_loops]
         goal = b_and(*conds)
         saved = self.solver.timeout_ms
         self.solver.timeout_ms = min(saved, 80)

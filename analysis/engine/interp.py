@@ -274,25 +274,27 @@ class Interp:
             return
         c = cond.mask if cond.kind == "bool" and not cond.shape else None
         before = dict(self.env)
+        depth = len(self.guards)
         if c is not None:
             self.guards.append(c)
         self.exec_block(s.body)
-        if c is not None:
-            self.guards.pop()
+        del self.guards[depth:]
         ret_a, self.returned = self.returned, None
         after_then = self.env
         self.env = dict(before)
         if c is not None:
             self.guards.append(b_not(c))
         self.exec_block(s.orelse)
-        if c is not None:
-            self.guards.pop()
+        del self.guards[depth:]
         ret_b = self.returned
         after_else = self.env
         self.returned = None if (ret_a is None or ret_b is None) else self.merge(ret_a, ret_b)
         if (ret_a is None) != (ret_b is None):
-            # an early return in one branch: continue with the other branch's state
+            # an early return in one branch: continue with the other branch's state, under
+            # the condition of that branch for the rest of the function
             self.env = after_else if ret_a is not None else after_then
+            if c is not None:
+                self.guards.append(b_not(c) if ret_a is not None else c)
             return
         merged = {}
         for k in set(after_then) | set(after_else):
@@ -455,11 +457,13 @@ class Interp:
                 self.env[n] = v.copy(poly=v.poly + Poly.atom(phis[n]))
         self.env.update(binds)
         self.loops.append(loop)
+        depth = len(self.guards)
         try:
             if test is not None:
                 self.eval(test)
             self.exec_block(s.body)
         finally:
+            del self.guards[depth:]
             self.loops.pop()
             self.recording, self.record_hovers = saved_rec, saved_hov
             del self.accesses[saved_state[0]:]
@@ -509,6 +513,7 @@ class Interp:
         self.env.update(binds)
         self.loops.append(loop)
         cond = None
+        depth = len(self.guards)
         if test is not None:
             c = self.eval(test)
             cond = c.mask if c.kind == "bool" and not c.shape else None
@@ -517,8 +522,7 @@ class Interp:
         try:
             self.exec_block(s.body)
         finally:
-            if cond is not None:
-                self.guards.pop()
+            del self.guards[depth:]
             self.loops.pop()
         self.returned = None
         exits = {n: self.env.get(n) for n in carried}
@@ -558,6 +562,7 @@ class Interp:
         self.env.update(binds)
         self.loops.append(loop)
         cond = None
+        depth = len(self.guards)
         if test is not None:
             c = self.eval(test)
             cond = c.mask if c.kind == "bool" and not c.shape else None
@@ -566,8 +571,7 @@ class Interp:
         try:
             self.exec_block(s.body)
         finally:
-            if cond is not None:
-                self.guards.pop()
+            del self.guards[depth:]
             self.loops.pop()
         self.returned = None
         for n in carried:
@@ -1565,6 +1569,7 @@ class Interp:
                 else:
                     return self.unk("inline-args")
         saved_env, saved_ret, saved_pending = self.env, self.returned, self._pending_asserts
+        saved_guards = len(self.guards)
         self.env = bound
         self.returned = None
         self._pending_asserts = []
@@ -1576,6 +1581,7 @@ class Interp:
             self.depth -= 1
             self.env, self.returned = saved_env, saved_ret
             self._pending_asserts = saved_pending
+            del self.guards[saved_guards:]
         return out
 
     # ------------------------------------------------------------------ memory
@@ -2064,6 +2070,7 @@ class Interp:
         if c is None or x is None or y is None:
             return self.unk("where")
         x, y = self.as_numeric(x), self.as_numeric(y)
+        y_shape0, x_shape0 = y.shape, x.shape
         shapes = [v.shape for v in (c, x, y) if v.kind not in ("const",)]
         shape = self.bshape(*shapes) if shapes else ()
         if shape is None:
@@ -2091,9 +2098,13 @@ class Interp:
         tags = self.mix_tags(x, y, node, shape) if x.kind != "const" and y.kind != "const" \
             else dict(x.tags or y.tags)
         pads = []
+        y_full = bool(y.shape) and y_shape0 == shape and not y.pads
+        x_full = bool(x.shape) and x_shape0 == shape and not x.pads
         for p in x.pads:
             # lanes masked off by load p: is the condition false there (so y is taken)?
             if cm is not None and _implies_mask(cm, p.mask):
+                if y_full:
+                    continue  # they take y's own (ordinary) values
                 pads.append(Pad(p.load_id, self._lane_value(y) if y.kind != "data" or
                                 not y.pads else UNKNOWN, p.mask, p.line, p.other_src))
             else:
@@ -2103,6 +2114,8 @@ class Interp:
             if any(q.load_id == p.load_id for q in pads):
                 continue
             if cm is not None and _implies_mask(b_not(cm), p.mask):
+                if x_full:
+                    continue
                 pads.append(Pad(p.load_id, self._lane_value(x), p.mask, p.line, p.other_src))
             else:
                 pads.append(Pad(p.load_id, UNKNOWN, p.mask, p.line, p.other_src))
