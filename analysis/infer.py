@@ -28,8 +28,8 @@ import copy
 import re
 from dataclasses import dataclass, field, replace
 
-from .exprs import make_expr, parse_expr
-from .kernel import (Annotations, Dim, Directive, Expr, GridDecl, KernelInfo, LaunchSite,
+from .exprs import parse_expr
+from .kernel import (Dim, Directive, Expr, GridDecl, KernelInfo, LaunchSite,
                      ParsedFile, TensorDecl)
 from .launches import bind_args, pointer_params
 from .model import Fix, Span, TextEdit

@@ -18,6 +18,7 @@ from kernelsight import __version__
 
 from .analyzer import Analyzer
 from .convert import LineIndex
+from .protocol import KernelsightProtocol
 from .session import DocState, Result, Session
 
 log = logging.getLogger("kernelsight.server")
@@ -27,7 +28,8 @@ class KernelsightServer(LanguageServer):
     """The language server. Features live in ``server.features.*``."""
 
     def __init__(self) -> None:
-        super().__init__("kernelsight", __version__, max_workers=2)
+        super().__init__("kernelsight", __version__, protocol_cls=KernelsightProtocol,
+                         max_workers=2)
         self.session = Session()
         self.analyzer = Analyzer(self.session, self.document_text, self._on_result)
         self.analyzer.on_unavailable = self.show_warning

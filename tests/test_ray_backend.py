@@ -188,11 +188,20 @@ def ray_cluster(tmp_path_factory):
     assert not ray.is_initialized()
 
 
-class Counting:
-    """Wraps an evaluator and counts evaluations per (candidate digest, stages)."""
+@pytest.fixture(scope="module")
+def seed_cache(tmp_path_factory):
+    """Evaluation cache shared by the Ray search tests for the seed kernel and its ghost replay
+    (the same in every test); the tuner's candidates are never cached."""
+    return tmp_path_factory.mktemp("seed-cache")
 
-    def __init__(self, inner):
+
+class Counting:
+    """Wraps an evaluator, counts evaluations per (proposer, candidate digest), and takes the
+    seed and its ghost replay from ``cached`` when given."""
+
+    def __init__(self, inner, cached=None):
         self.inner = inner
+        self.cached = cached
         self.slots = inner.slots
         self.device = inner.device
         self.device_name = inner.device_name
@@ -202,6 +211,8 @@ class Counting:
     def evaluate(self, candidate, **kw):
         with self.lock:
             self.seen.append((candidate.proposer, candidate.digest))
+        if self.cached is not None and candidate.proposer in ("seed", "ghost"):
+            return self.cached.evaluate(candidate, **kw)
         return self.inner.evaluate(candidate, **kw)
 
 
@@ -213,13 +224,15 @@ def _entries(run_dir):
 @pytest.mark.interpret
 @pytest.mark.timeout(240)
 def test_tuner_search_through_ray_records_every_candidate_and_resumes_without_repeats(
-        ray_cluster, seed_file, tmp_path):
+        ray_cluster, seed_cache, seed_file, tmp_path):
     from kernelsight.agent.optimize import run_optimize
     from kernelsight.agent.ray_backend import RayEvaluator
 
     run_dir = tmp_path / "run"
     ev1 = Counting(RayEvaluator(_spec(seed_file), address="local", device="cpu",
-                                use_cache=False, cache_dir=tmp_path / "cache"))
+                                use_cache=False, cache_dir=tmp_path / "cache"),
+                   RayEvaluator(_spec(seed_file), address="local", device="cpu",
+                                cache_dir=seed_cache))
     assert ev1.slots == 2 and ev1.device == "cpu"
     r1 = run_optimize(seed_file, tuner=True, budget="candidates=3", run_dir=run_dir,
                       evaluator=ev1, tuner_batch=2)
@@ -229,7 +242,9 @@ def test_tuner_search_through_ray_records_every_candidate_and_resumes_without_re
     assert all(s["status"] in ("ok", "skipped") for e in first for s in e["stages"])
 
     ev2 = Counting(RayEvaluator(_spec(seed_file), address="local", device="cpu",
-                                use_cache=False, cache_dir=tmp_path / "cache"))
+                                use_cache=False, cache_dir=tmp_path / "cache"),
+                   RayEvaluator(_spec(seed_file), address="local", device="cpu",
+                                cache_dir=seed_cache))
     run_optimize(seed_file, tuner=True, budget="candidates=4", run_dir=run_dir, evaluator=ev2,
                  resume=True, tuner_batch=2)
     every = _entries(run_dir)
@@ -266,13 +281,15 @@ def _ray_worker_of_a_candidate(skip_pid: int) -> int | None:
 @pytest.mark.interpret
 @pytest.mark.timeout(240)
 def test_ray_worker_killed_mid_candidate_is_lost_retried_and_every_candidate_accounted_for(
-        ray_cluster, seed_file, tmp_path):
+        ray_cluster, seed_cache, seed_file, tmp_path):
     from kernelsight.agent.optimize import run_optimize
     from kernelsight.agent.ray_backend import RayEvaluator
 
     run_dir = tmp_path / "run"
     ev = Counting(RayEvaluator(_spec(seed_file), address="local", device="cpu",
-                               use_cache=False, cache_dir=tmp_path / "cache"))
+                               use_cache=False, cache_dir=tmp_path / "cache"),
+                  RayEvaluator(_spec(seed_file), address="local", device="cpu",
+                               cache_dir=seed_cache))
     killed: list[int] = []
     stop = threading.Event()
 

@@ -296,8 +296,8 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
                                config.solver_timeout_ms, config.max_size)
         solver.templates = templates
         solver._cache = shared_cache
-        # z3 gets at most a quarter of the kernel's budget, across its cases
-        solver.budget_s = config.kernel_budget_ms / 4000.0
+        # z3 gets at most half of the kernel's budget, across its cases
+        solver.budget_s = config.kernel_budget_ms / 2000.0
         solver.shared_with = list(solvers)
         if solvers:
             solver.timeouts = solvers[-1].timeouts

@@ -25,6 +25,11 @@ from .values import (FALSE, FINITE, TRUE, UNKNOWN, Pad, Risk, Tag, Terms, V, b_a
                      unknown)
 
 
+# Largest result, in bits, of a shift or a power folded into a constant (Triton integers
+# have at most 64 bits; beyond that a folded value only costs time and memory).
+_MAX_FOLD_BITS = 1024
+
+
 class Budget(Exception):
     """Raised when the kernel's wall-time budget or a size limit is exhausted."""
 
@@ -928,12 +933,16 @@ class Interp:
                 poly = self.divide(pa, pb)
             elif o is ast.Mod and is_int:
                 poly = self.modulo(pa, pb)
+            # Shift and power folding is bounded (_MAX_FOLD_BITS): `1 << 10**9` or
+            # `2 ** 2 ** 2 ** 2 ** 2 ** 2` in a kernel otherwise took minutes and gigabytes.
             elif o is ast.LShift and is_int and pb.is_const():
-                poly = pa * (2 ** pb.const_value()) if pb.const_value() >= 0 else None
+                poly = pa * (2 ** pb.const_value()) \
+                    if 0 <= pb.const_value() <= _MAX_FOLD_BITS else None
             elif o is ast.RShift and is_int and pb.is_const():
                 poly = self.divide(pa, Poly.const(2 ** pb.const_value())) \
-                    if pb.const_value() >= 0 else None
-            elif o is ast.Pow and pa.is_const() and pb.is_const() and pb.const_value() >= 0:
+                    if 0 <= pb.const_value() <= _MAX_FOLD_BITS else None
+            elif o is ast.Pow and pa.is_const() and pb.is_const() and pb.const_value() >= 0 \
+                    and abs(pa.const_value()).bit_length() * pb.const_value() <= _MAX_FOLD_BITS:
                 poly = Poly.const(pa.const_value() ** pb.const_value())
             elif is_int and o in (ast.BitAnd, ast.BitOr, ast.BitXor):
                 if pa.is_const() and pb.is_const():

@@ -19,7 +19,7 @@ INT32_MAX = 2 ** 31 - 1
 PID_LIMIT = {0: INT32_MAX, 1: 65535, 2: 65535}
 # Queries with nonlinear terms (products of run-time atoms, division or remainder by a
 # run-time value) rarely finish; they get this fraction of the per-query time limit.
-HARD_DIVISOR = 5
+HARD_DIVISOR = 2
 # Bounds tried first when a violation exists, so that counterexamples use readable sizes.
 SMALL = {"param": 4096, "pid": 64, "iter": 16}
 
@@ -299,7 +299,7 @@ class SolverContext:
         if self._hard(used, conds):
             limit = max(1, limit // HARD_DIVISOR)
         if self.timeouts >= 2:
-            limit = max(1, min(limit, self.timeout_ms // (2 * HARD_DIVISOR)))
+            limit = max(1, min(limit, self.timeout_ms // 5))
         s.set("timeout", limit)
         s.add(*body, *self._assume_z3, *domain)
         r = s.check()

@@ -126,6 +126,9 @@ async def inferred_annotation_actions(ls, state, result, uri: str, kernel) -> li
     index = ls.index_for(uri)
     if index is None:  # closed while the inference ran (tests/test_regressions_fuzz.py)
         return []
+    now = ls.document_text(uri)
+    if now is None or now[1] != result.version:  # edited meanwhile: positions are stale
+        return []
     pos = index.position(line, 0)
     return [t.CodeAction(
         title=f"Insert the annotations inferred from the launch site ({kernel.name})",

@@ -1,0 +1,60 @@
+"""pygls' protocol with two answers it lacks: a request whose params fail validation (a
+negative line, a missing field) gets an InvalidParams error instead of silence, and text sync
+notifications about documents that were never opened are ignored instead of surfacing as
+"Error in server: KeyError" to the user."""
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types as t
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+log = logging.getLogger("kernelsight.server")
+
+
+class _Dropped:
+    """Stands for a message already answered (or not answerable); handle_message skips it."""
+
+    jsonrpc = None
+
+
+class KernelsightProtocol(LanguageServerProtocol):
+    def structure_message(self, data: dict):
+        try:
+            return super().structure_message(data)
+        except (JsonRpcInvalidParams, Exception) as exc:
+            if not isinstance(data, dict) or "jsonrpc" not in data:
+                raise
+            method = data.get("method", "")
+            if "id" in data and method:
+                log.warning("invalid params for %s (request %s): answered InvalidParams",
+                            method, data.get("id"))
+                self._send_response(data["id"], error=JsonRpcInvalidParams(
+                    f"invalid params for {method}: {type(exc).__name__}").to_response_error())
+            else:
+                log.warning("ignored %s with invalid params", method or "a message")
+            return _Dropped()
+
+    def handle_message(self, message):
+        if isinstance(message, _Dropped):
+            return
+        return super().handle_message(message)
+
+    def _is_open(self, uri: str) -> bool:
+        return uri in self.workspace.text_documents
+
+    @lsp_method(t.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: t.DidChangeTextDocumentParams):
+        if not self._is_open(params.text_document.uri):
+            log.debug("didChange of %s, which is not open: ignored", params.text_document.uri)
+            return None
+        return (yield from super().lsp_text_document__did_change(params))
+
+    @lsp_method(t.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: t.DidCloseTextDocumentParams):
+        if not self._is_open(params.text_document.uri):
+            log.debug("didClose of %s, which is not open: ignored", params.text_document.uri)
+            return None
+        return (yield from super().lsp_text_document__did_close(params))
