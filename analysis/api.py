@@ -59,7 +59,7 @@ def analyze_source(text: str, path: str = "<string>", config: Config | None = No
             summary.status = "skipped"
         else:
             t0 = time.perf_counter()
-            result = _run_engine(kernel, parsed, config)
+            result = analyze_kernel_safely(kernel, parsed, config)
             summary.seconds = time.perf_counter() - t0
             findings.extend(result.findings)
             summary.tally = result.tally
@@ -68,13 +68,19 @@ def analyze_source(text: str, path: str = "<string>", config: Config | None = No
             summary.status = result.status
             hovers.extend(result.hovers)
         summaries.append(summary)
-    findings = _postprocess(findings, parsed.lines, config)
+    findings = finalize_findings(findings, parsed.lines, config)
     report = FileReport(path=path, findings=findings, kernels=summaries,
                         seconds=time.perf_counter() - started)
     return Analysis(report=report, hovers=hovers)
 
 
-def _run_engine(kernel, parsed, config):
+def analyze_kernel_safely(kernel, parsed, config):
+    """Run the invariant engine on one kernel; an engine failure (recursion, memory, a bug)
+    becomes a KS911 information finding on that kernel instead of an exception.
+
+    Returns:
+        ``engine.KernelAnalysis`` (findings not yet filtered: see ``finalize_findings``).
+    """
     from .engine import KernelAnalysis, analyze_kernel
 
     try:
@@ -91,7 +97,9 @@ def _run_engine(kernel, parsed, config):
     return KernelAnalysis(findings=[finding], status="budget")
 
 
-def _postprocess(findings: list[Finding], lines: list[str], config: Config) -> list[Finding]:
+def finalize_findings(findings: list[Finding], lines: list[str], config: Config) -> list[Finding]:
+    """Filter by select/ignore and ``# noqa``, drop duplicates, apply severity overrides and
+    sort by position. ``lines`` are the file's lines (``ParsedFile.lines``)."""
     kept: list[Finding] = []
     seen: set[tuple] = set()
     for f in findings:
@@ -153,4 +161,5 @@ def _size(h: HoverInfo) -> tuple[int, int]:
     return (h.span.end_line - h.span.line, h.span.end_col - h.span.col)
 
 
-__all__ = ["Analysis", "analyze_source", "analyze_path", "hover_at", "Severity"]
+__all__ = ["Analysis", "analyze_source", "analyze_path", "analyze_kernel_safely",
+           "finalize_findings", "hover_at", "Severity"]

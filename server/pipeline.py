@@ -225,7 +225,7 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
                     if cancel is not None and cancel.is_set():
                         raise Cancelled()
                     t0 = time.perf_counter()
-                    result = api._run_engine(kernel, parsed, config)
+                    result = api.analyze_kernel_safely(kernel, parsed, config)
                     result_seconds = time.perf_counter() - t0
                 finally:
                     GATE.release()
@@ -245,7 +245,7 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
         summaries.append(summary)
     if cancel is not None and cancel.is_set():
         raise Cancelled()
-    findings = api._postprocess(findings, parsed.lines, config)
+    findings = api.finalize_findings(findings, parsed.lines, config)
     stats.seconds = time.perf_counter() - started
     report = FileReport(path=path, findings=findings, kernels=summaries, seconds=stats.seconds)
     return RunResult(Analysis(report=report, hovers=hovers), parsed, stats)

@@ -35,10 +35,11 @@ needs_corpus = pytest.mark.skipif(not CORPUS, reason="real-kernel corpus not dow
 
 
 def _check_timed(text: str) -> None:
-    t0 = time.perf_counter()
+    # CPU time, so that a loaded CI machine does not fail it; pytest-timeout catches hangs.
+    t0 = time.process_time()
     check.check_document(text)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < PER_DOCUMENT_S, f"analysis took {elapsed:.1f} s"
+    elapsed = time.process_time() - t0
+    assert elapsed < PER_DOCUMENT_S, f"analysis took {elapsed:.1f} s of CPU"
 
 
 def test_seed_documents_are_analysed_cleanly():

@@ -4,7 +4,9 @@ Each case runs in a child process with a wall-clock limit. It must return in tim
 clean outcome for the pathological kernel (findings, KS910 syntax error or KS911 budget
 information) and must still report the sentinel kernel's known bug (KS101 at its unmasked
 store): the rest of the file is still analysed. Limits are about 3x the time measured on the
-2-core development machine (docs/robustness.md lists both).
+2-core development machine (docs/robustness.md lists both) and apply to the CPU time of the
+analysis, so that a loaded CI machine does not fail them; the wall-clock limit of the child
+(4x the limit + 30 s) is what catches a hang.
 """
 from __future__ import annotations
 
@@ -32,14 +34,16 @@ CLEAN_STATUSES = {"analysed", "budget", "syntax-error"}
 def run_case(name: str, path: Path | None = None, limit: float | None = None) -> dict:
     limit = limit if limit is not None else (LIMIT_BIG_S if name in BIG else LIMIT_S)
     argv = [sys.executable, str(RUNNER), name] + ([str(path)] if path else [])
+    wall = 4 * limit + 30  # start-up, warm-up analysis and a loaded machine included
     try:
-        # +15 s for interpreter start-up and the warm-up analysis, which are not the case's
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=limit + 15)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=wall)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{name}: no result within {limit + 15:.0f} s (hang)")
+        pytest.fail(f"{name}: no result within {wall:.0f} s (hang)")
     assert proc.returncode == 0, f"{name}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["seconds"] <= limit, f"{name}: {out['seconds']:.1f} s > limit {limit} s"
+    assert out["cpu_seconds"] <= limit, (
+        f"{name}: {out['cpu_seconds']:.1f} s of CPU > limit {limit} s "
+        f"(wall {out['seconds']:.1f} s)")
     return out
 
 
@@ -66,14 +70,14 @@ def assert_clean(out: dict, text: str | None = None, sentinel_line: int | None =
 CASES = list(P.CASES)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(200)
 @pytest.mark.parametrize("name", CASES)
 def test_pathological_file_returns_in_time_and_the_rest_is_analysed(name):
     out = run_case(name)
     assert_clean(out, P.CASES[name]())
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(200)
 def test_deep_nesting_beyond_python_limits_is_a_syntax_error_finding_not_a_crash():
     out = run_case("parens_1000_deep")
     deep = [k for k in out["kernels"] if k["name"] == "deep_parens"]
@@ -81,7 +85,7 @@ def test_deep_nesting_beyond_python_limits_is_a_syntax_error_finding_not_a_crash
     assert any(f["code"] == "KS910" and f["kernel"] == "deep_parens" for f in out["findings"])
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(200)
 def test_static_range_of_100000_is_summarised_not_unrolled():
     out = run_case("static_range_100000")
     k = next(k for k in out["kernels"] if k["name"] == "static_unroll")
@@ -89,7 +93,7 @@ def test_static_range_of_100000_is_summarised_not_unrolled():
     assert k["seconds"] < 2.0, k
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(200)
 def test_non_utf8_bytes_through_analyze_path(tmp_path):
     data = P.non_utf8_bytes()
     with pytest.raises(UnicodeDecodeError):
@@ -103,7 +107,7 @@ def test_non_utf8_bytes_through_analyze_path(tmp_path):
     assert latin and latin[0]["status"] == "analysed"
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(200)
 def test_crlf_and_tabs_keep_finding_lines():
     out = run_case("crlf_tabs")
     text = P.crlf_tabs()

@@ -113,9 +113,9 @@ def test_initialize_answers_quickly():
     finally:
         proc.kill()
         proc.wait()
-    # CI machines are slower and noisier than the benchmark's; the 0.5 s target is measured
-    # by benchmarks/bench_server.py.
-    assert elapsed < 3.0
+    # A loose bound: a shared 2-core machine under load takes up to ~4 s here. The 0.5 s target
+    # is measured by benchmarks/bench_server.py; heavy imports are pinned by the test above.
+    assert elapsed < 10.0
 
 
 @pytest.mark.asyncio

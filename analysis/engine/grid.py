@@ -1492,8 +1492,9 @@ _HOST_TREES: dict = {}
 
 
 def _divisibility_checked(parsed: ParsedFile, line0: int, num: str, den: str) -> bool:
-    """The host code tests ``num % den == 0`` around the launch at 0-based ``line0``: an
-    enclosing ``if``, or an ``assert`` before it in the same function."""
+    """The host code makes ``num % den == 0`` known around the launch at 0-based ``line0``:
+    an enclosing ``if`` or an earlier ``assert`` tests it, or ``den`` is computed from ``num``
+    in the same function."""
     key = id(parsed)
     hit = _HOST_TREES.get(key)
     if hit is None or hit[0] is not parsed:
@@ -1529,6 +1530,12 @@ def _divisibility_checked(parsed: ParsedFile, line0: int, num: str, den: str) ->
                 n.lineno <= line1 <= (n.end_lineno or n.lineno):
             for st in ast.walk(n):
                 if isinstance(st, ast.Assert) and st.lineno < line1 and is_check(st.test):
+                    return True
+                # a divisor computed from the size itself (`per_cta = n // 16`, then
+                # `n // per_cta`) is chosen to divide it
+                if isinstance(st, ast.Assign) and st.lineno < line1 and \
+                        any(isinstance(t, ast.Name) and t.id == den for t in st.targets) and \
+                        any(ast.unparse(x) == num for x in ast.walk(st.value)):
                     return True
     return False
 

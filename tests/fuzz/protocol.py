@@ -20,6 +20,7 @@ _ACCEPTABLE_ERRORS = {-32602, -32600, -32601, -32800, -32801}
 INTERNAL_ERROR = -32603
 
 _doc_serial = count()
+MAX_OPEN_TABS = 8
 
 
 class HandlerCrash(AssertionError):
@@ -100,6 +101,7 @@ class SequenceGenerator:
     def __init__(self, seeds: list[str], root_uri: str = "file:///tmp/ksfuzz"):
         self.seeds = seeds
         self.root_uri = root_uri.rstrip("/")
+        self.tabs: list[str] = []  # documents left open by earlier sequences
 
     def new_doc(self, rnd: random.Random) -> _Doc:
         n = next(_doc_serial)
@@ -211,11 +213,16 @@ def run_sequence(client: RawClient, gen: SequenceGenerator, rnd: random.Random,
             client.notify("textDocument/didClose", {"textDocument": ident(d)})
         elif op == "cancel" and pending:
             client.notify("$/cancelRequest", {"id": rnd.choice(pending)[0]})
-    # Close what is still open (most of the time: sometimes leave documents open across
-    # sequences, as an editor with many tabs does).
+    # Close what is still open, except sometimes: a few documents stay open across sequences,
+    # as tabs of an editor do; at most MAX_OPEN_TABS, the oldest closed first, so that the
+    # server's memory is measured on a bounded workload.
     for d in docs:
         if rnd.random() < 0.9:
             client.notify("textDocument/didClose", {"textDocument": {"uri": d.uri}})
+        else:
+            gen.tabs.append(d.uri)
+    while len(gen.tabs) > MAX_OPEN_TABS:
+        client.notify("textDocument/didClose", {"textDocument": {"uri": gen.tabs.pop(0)}})
     pending.append((client.send_request("workspace/executeCommand",
                                          {"command": "kernelsight.status", "arguments": []}),
                     "status"))
