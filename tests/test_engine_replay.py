@@ -69,14 +69,17 @@ def r02(job):
     BM, BN, BK = s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"]
     a = torch.randn(M, K)
     b = torch.randn(K, N)
-    guard = (BM + 1) * (N + BN) + BN
-    big = torch.full((M * N + guard,), float("nan"))
-    c = big[:M * N].view(M, N)
+    # c is the top-left M x N corner of a NaN buffer with BLOCK_M extra rows and BLOCK_N extra
+    # columns: any store outside C lands in that guard region
+    big = torch.full((M + BM, N + BN), float("nan"))
+    c = big[:M, :N]
     grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
     mod.linear_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
                             b.stride(1), c.stride(0), c.stride(1),
                             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK)
-    return {"guard_written": int((~torch.isnan(big[M * N:])).sum())}
+    guard = torch.ones_like(big, dtype=torch.bool)
+    guard[:M, :N] = False
+    return {"guard_written": int((~torch.isnan(big[guard])).sum())}
 
 
 def r22(job):
@@ -183,7 +186,7 @@ def test_r08_zero_padding_under_max_gives_a_wrong_logsumexp(replays):
     results, _ = replays
     r = results["r08"]
     assert r["ok"], r
-    assert r["err"] > 1e-2
+    assert not r["err"] <= 1e-2  # wrong, or NaN
 
 
 @pytest.mark.parametrize("job_id", ["ks201", "ks203"])

@@ -109,3 +109,23 @@ def test_corpus_sample_opened_one_after_another_is_answered(server):
             "context": {"diagnostics": server.diagnostics[uri][:5]}})
         server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     assert server.alive()
+
+
+@pytest.mark.timeout(300)
+def test_long_run_script_reports_a_clean_short_run(tmp_path):
+    """benchmarks/fuzz_long.py end to end on a tiny budget (so that the script cannot rot
+    between long runs): it prints its RESULT line and exits 0 on a clean run."""
+    import json
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "fuzz_long.py"
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--seed", "3", "--docs", "12", "--sequences", "4",
+         "--workers", "1", "--crash-dir", str(tmp_path / "crashes"), "--json", str(out)],
+        capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "RESULT seed=3" in proc.stdout
+    summary = json.loads(out.read_text())
+    assert summary["documents"] == 12 and summary["sequences"] == 4
+    assert summary["server_alive_at_end"] and summary["server_exit_code"] == 0

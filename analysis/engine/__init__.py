@@ -274,6 +274,7 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
     budget_reason = None
     shared_cache: dict = {}
     solvers: list = []
+    inferred_grid = _inferred_grid(kernel, parsed)
     for ci, case in enumerate(cases):
         it = Interp(kernel, parsed, config, case, deadline, record_hovers=(ci == 0),
                     fallback=fallback)
@@ -292,7 +293,7 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
         facts, templates = _assumptions(it)
         solver = SolverContext(it.terms, {k: int(v) for k, v in it.consts.items()
                                           if isinstance(v, (int, bool))},
-                               it.runtime_params, facts, _pid_bounds(it),
+                               it.runtime_params, facts, _pid_bounds(it, inferred_grid),
                                config.solver_timeout_ms, config.max_size)
         solver.templates = templates
         solver._cache = shared_cache
@@ -445,18 +446,32 @@ def _annot_bool(it: Interp, tree: ast.expr):
     return None
 
 
-def _pid_bounds(it: Interp) -> dict:
+def _pid_bounds(it: Interp, inferred: list | None = None) -> dict:
+    """Program id bounds from ``#@ grid``, else from the launch site (``infer.infer_grid``)."""
     g = it.kernel.annotations.grid
+    axes_exprs = g.axes if g is not None else inferred
     out: dict = {}
-    if g is None:
+    if not axes_exprs:
         return out
-    for axis, e in enumerate(g.axes[:3]):
-        p = it.annot_poly(e.tree)
+    polys = [it.annot_poly(e.tree) for e in axes_exprs[:3]]
+    if g is None and any(p is None for p in polys):
+        return out  # a partly understood launch grid bounds nothing
+    for axis, p in enumerate(polys):
         if p is not None:
             out[axis] = p
-    for axis in range(len(g.axes), 3):
+    for axis in range(len(axes_exprs), 3):
         out[axis] = Poly.const(1)
     return out
+
+
+def _inferred_grid(kernel: KernelInfo, parsed: ParsedFile):
+    if kernel.annotations.grid is not None or _launch_for(kernel, parsed) is None:
+        return None
+    try:
+        from ..infer import infer_grid
+        return infer_grid(parsed, kernel)
+    except Exception:  # inference is best effort
+        return None
 
 
 def _hovers(it: Interp, rep: Reporter) -> list[HoverInfo]:

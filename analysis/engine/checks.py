@@ -363,6 +363,21 @@ def _sizes_positive(it: Interp, *polys) -> list:
     return out
 
 
+def _no_host_relations(it: Interp, solver: SolverContext, off: Poly) -> list:
+    """Facts the host usually guarantees and the kernel cannot show, for the negative-offset
+    check: sizes are not ordered against each other (all run-time arguments of the offset take
+    one common value: `(T - C) * D` with C <= T is the host's business), and without a known
+    grid only program 0 is sure to exist (`(NT - 1 - pid) * BT` for a reversed tile index)."""
+    out = []
+    params = sorted(a for a in it.terms.deep_atoms(off) if a in it.runtime_params)
+    for a in params[1:]:
+        out.append(cmp("==", Poly.atom(a), Poly.atom(params[0])))
+    for a in sorted(it.terms.deep_atoms(off)):
+        if a.startswith("pid") and a[3:4].isdigit() and int(a[3]) not in solver.pid_bounds:
+            out.append(cmp("==", Poly.atom(a), ZERO))
+    return out
+
+
 def _dom(acc: Access) -> Domain:
     return Domain(acc.shape, list(acc.loops), list(acc.guards) if _guards_ok(acc) else [])
 
@@ -479,6 +494,7 @@ def _check_inferred_extent(it: Interp, solver: SolverContext, rep: Reporter,
     # found every such report false. Negative offsets are always outside the tensor.
     pos = _sizes_positive(it, off, *([p for c in conjuncts(mask) if c[0] == "cmp"
                                        for p in [c[2]]]))
+    pos += _no_host_relations(it, solver, off)
     for kind, viol, text in checks:
         res = solver.query(pos + [mask, viol], _dom(acc))
         if rep.outcome(res, text, acc.span) != "refuted":

@@ -900,6 +900,14 @@ class Interp:
         if a.kind == "bool" and b.kind == "bool" and o in (ast.BitAnd, ast.BitOr, ast.BitXor):
             name = {ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}[o]
             return self.logic(name, a, b, node)
+        if o is ast.Mult and (a.kind == "bool") != (b.kind == "bool"):
+            # x * mask: lanes where the mask is false become 0, whatever x held there
+            m, other = (a, b) if a.kind == "bool" else (b, a)
+            if m.mask is not None and other.pads:
+                zeroed = tuple(Pad(p.load_id, 0.0, p.mask, p.line, p.other_src, p.steps)
+                               if _implies_mask(m.mask, p.mask) else p for p in other.pads)
+                other = other.copy(pads=zeroed)
+                a, b = (m, other) if a.kind == "bool" else (other, m)
         if a.kind == "bool":
             a = self.bool_to_int(a)
         if b.kind == "bool":

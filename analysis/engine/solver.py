@@ -198,7 +198,8 @@ class SolverContext:
                 return [0, 1, 2]
             if a[0] == "@":
                 return [0, 1, 2]
-            return [1, 64, 2, 100, 4096]
+            # small, non-degenerate sizes (a size of 1 makes strides coincide): replayable
+            return [64, 17, 2, 100, 1]
 
         pools = {a: choices(a) for a in atoms}
         points = []
@@ -475,7 +476,7 @@ class _Converter:
                 pass
             else:
                 dom += [v >= 0, v <= self.ctx.max_size]
-                small += [v <= SMALL["param"], v >= 1]
+                small += [v <= SMALL["param"], v >= 2]
             self.atom_dom[a] = dom
             self.atom_small[a] = small
         return v
