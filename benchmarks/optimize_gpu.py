@@ -75,12 +75,17 @@ def side_by_side(name: str, file: str, shape: dict, baseline: str, launch: dict)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", default=list(JOBS))
-    ap.add_argument("--out", default=".")
+    ap.add_argument("--out", default=".", help="folder for the run records")
+    ap.add_argument("--results", default=None,
+                    help="folder for optimize_results.json / optimize_table.md (default --out);"
+                         " rewritten after every job so an interrupted run keeps what it did")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every job's minutes")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    res_dir = Path(args.results or args.out)
+    res_dir.mkdir(parents=True, exist_ok=True)
 
     import torch
 
@@ -108,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  FAILED: {type(exc).__name__}: {exc}", flush=True)
             results["jobs"][name] = {"file": file, "shape": shape,
                                      "error": f"{type(exc).__name__}: {exc}"[:4000]}
-            (out / "optimize_results.json").write_text(json.dumps(results, indent=2, default=str))
+            (res_dir / "optimize_results.json").write_text(json.dumps(results, indent=2, default=str))
             continue
         entries = [json.loads(l) for l in (r.run_dir / "candidates.jsonl").read_text().splitlines()]
         best = next((e for e in entries if e["id"] == r.best_id), {})
@@ -127,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # report, never hide, a failed comparison
                 job["side_by_side_error"] = f"{type(exc).__name__}: {exc}"
         results["jobs"][name] = job
-        (out / "optimize_results.json").write_text(json.dumps(results, indent=2, default=str))
+        (res_dir / "optimize_results.json").write_text(json.dumps(results, indent=2, default=str))
     lines = ["| kernel | shape | tuner candidates | seed -> best (harness score: geomean speedup "
              "over the baseline) | best config | seed ms | best ms | torch ms | best vs torch |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -143,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {name} | {job['shape']} | {job['candidates']} | {fmt(job['seed_score'])}"
                      f" -> {fmt(job['best_score'])} | {cfg} | {fmt(g('seed'))} | "
                      f"{fmt(g('best'))} | {fmt(g('torch'))} | {vs} |")
-    (out / "optimize_table.md").write_text("\n".join(lines) + "\n")
+    (res_dir / "optimize_table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

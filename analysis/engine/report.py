@@ -68,7 +68,7 @@ class Reporter:
 
 
 def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
-                   values: dict[str, Any] | None = None, method: str = "smt",
+                   values: dict[str, Any] | None = None, method: str | None = None,
                    notes: list[str] | None = None) -> Counterexample:
     """Build a Counterexample from a solver model: program ids, element, loop iterations,
     sizes (runtime parameters in the model + this case's constexprs) and named values (Polys
@@ -114,7 +114,8 @@ def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
         else:
             out_vals[k] = v
     return Counterexample(program_id=pid, element=element, loop=loop, sizes=sizes,
-                          values=out_vals, method=method, notes=list(notes or []))
+                          values=out_vals, method=method or res.method,
+                          notes=list(notes or []))
 
 
 def related_chain(it: Interp, nodes: list[ast.AST], before_line: int, limit: int = 8,

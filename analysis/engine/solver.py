@@ -56,6 +56,7 @@ class Result:
     status: str  # "sat" | "unsat" | "unknown"
     model: dict[str, int] = field(default_factory=dict)
     reads: dict[tuple, int] = field(default_factory=dict)
+    method: str = "smt"  # "enumeration" when a concrete sample found the violation
 
 
 class SolverContext:
@@ -230,7 +231,7 @@ class SolverContext:
                             not env[f"pid{axis}"] < ev(bound):
                         ok = False
                 if ok:
-                    return Result("sat", env)
+                    return Result("sat", env, method="enumeration")
             except (KeyError, ZeroDivisionError, OverflowError, ValueError, TypeError):
                 return None
         return None
