@@ -70,9 +70,15 @@ def plot_best(entries: list[dict[str, Any]], path: str | Path) -> Path | None:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=12, color="tab:gray",
                    label="timed candidates", zorder=3)
     ax.axhline(1.0, color="tab:red", lw=0.8, ls="--", label="baseline")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    values = ys + [p[1] for p in pts] + [1.0]
+    if max(values) / max(min(values), 1e-9) > 5:
+        ax.set_yscale("log")  # a 20x climb and the 1.0 line both stay readable
     ax.set_xlabel("candidate")
     ax.set_ylabel("speedup over the baseline (geomean)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)

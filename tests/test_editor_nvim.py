@@ -39,12 +39,7 @@ CASES = [
                       True), id="KS401-softmax-other-zero"),
     # A store without the mask its loads use: KS101, fixed by applying that mask.
     pytest.param(Case(BUGS / "vector_add_missing_mask.py", "add_kernel", "mask=mask", False),
-                 id="KS101-vector-add-missing-mask",
-                 marks=pytest.mark.xfail(strict=False, reason=(
-                     "the analysis offers no 'Apply the mask `mask`' fix on the unmasked "
-                     "tl.store of line 41 (only 'Suppress KS101'): analysis/engine/checks.py "
-                     "_fitting_masks skips a mask that other accesses already use, which is "
-                     "exactly the mask the neighbouring loads use here"))),
+                 id="KS101-vector-add-missing-mask"),
 ]
 
 pytestmark = pytest.mark.slow

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelsight.analysis import analyze_source
-from kernelsight.analysis import engine
 from kernelsight.analysis.config import Config
-from kernelsight.analysis.engine.access import WhereUse
 
 from bug_markers import bug_files, expected_findings
 
@@ -21,15 +19,9 @@ CASES = ROOT.parent / "shared" / "cases"
 GRID_CODES = ("KS205", "KS301", "KS302", "KS303", "KS304", "KS305", "KS306")
 KERNELS = sorted((ROOT / "examples" / "kernels").glob("*.py"))
 MY_BUGS = [p for p in bug_files() if any(c in GRID_CODES for c, _ in expected_findings(p))]
-# The causal off-by-one is decided at the `tl.where` that masks the scores; it needs the
-# arm's tags on WhereUse (requested from the engine core in analysis/engine/README.md).
-WHERE_TAGS = "tags" in getattr(WhereUse, "__dataclass_fields__", {})
 
 
 def analyse(text: str, path: str = "k.py", **cfg):
-    # The engine caches per kernel text; directives above the `def` are not in its key yet
-    # (README request 3), and these tests vary exactly those lines.
-    engine._CACHE.clear()
     return analyze_source(text, path, Config(**cfg)).report.findings
 
 
@@ -53,8 +45,6 @@ def src(body: str) -> str:
 # --------------------------------------------------------------------------- example bugs
 @pytest.mark.parametrize("path", MY_BUGS, ids=[p.name for p in MY_BUGS])
 def test_bug_example_reports_its_code_at_the_marked_line(path):
-    if path.name == "flash_attention_causal_off_by_one.py" and not WHERE_TAGS:
-        pytest.xfail("needs WhereUse.tags/other/loops from the engine core (README request 1)")
     findings = analyse_file(path)
     for code, line in expected_findings(path):
         hits = [f for f in findings if f.code == code and covers(f, line)]

@@ -25,6 +25,9 @@ from .values import TRUE, b_not, b_or
 MAX_CASES = 3
 # Benchmarks switch the grid-level checks off to time the per-program core separately.
 GRID_CHECKS = True
+# Annotations inferred from the launch site for plain (unannotated) kernels; see
+# analysis/engine/README.md, request 2, for the corpus comparison that decides it.
+INFER_ANNOTATIONS = True
 
 
 @dataclass
@@ -73,7 +76,27 @@ def _cache_key(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> tuple:
     launches = tuple((l.kernel, l.span, tuple((a.name, a.source, a.expr.text) for a in l.args),
                       tuple(g.text for g in l.grid or ()))
                      for l in parsed.launches if l.kernel == kernel.name)
-    return (kernel.name, kernel.source, kernel.span, helpers, launches, config.key())
+    return (kernel.name, kernel.source, kernel.span, _annotation_key(kernel, parsed), helpers,
+            launches, config.key())
+
+
+def _annotation_key(kernel: KernelInfo, parsed: ParsedFile) -> tuple:
+    """The text and place of every ``#@`` directive of the kernel. Directives above the
+    decorator are not in ``kernel.source``; ``repr(kernel.annotations)`` would not do as a key
+    (the parsed ``ast`` trees print their addresses)."""
+    a = kernel.annotations
+    spans = [t.span for t in a.tensors.values()]
+    if a.grid is not None:
+        spans.append(a.grid.span)
+    spans += [c.span for c in a.computes]
+    spans += [d.span for d in (*a.assumes, *a.asserts, *a.tags, *a.partners, *a.bench)]
+    lines = parsed.lines
+    out = []
+    for sp in spans:
+        text = "\n".join(lines[i] for i in range(sp.line, min(sp.end_line, len(lines) - 1) + 1)
+                         if 0 <= i < len(lines))
+        out.append((sp.line, sp.col, sp.end_line, sp.end_col, text))
+    return tuple(sorted(out))
 
 
 def constexpr_cases(kernel: KernelInfo, parsed: ParsedFile) -> tuple[list[dict], dict]:
@@ -228,8 +251,12 @@ def _function_defaults(parsed: ParsedFile, launch) -> dict:
         return {}  # a launcher that long is not worth parsing on every save
     body = [l[indent:] if l[:indent].strip() == "" else l for l in lines[start:launch.span.line]]
     chunk = "\n".join(body)
+    # close the cut text with a `pass` where the launch statement stood: when the line before
+    # opens a block (`if`, `for`, `with`), only its indentation parses
+    at = lines[launch.span.line] if launch.span.line < len(lines) else ""
+    own = max(len(at) - len(at.lstrip()) - indent, 1)
     tree = None
-    for cut in (chunk + "\n    pass", chunk):
+    for cut in (chunk + "\n" + " " * own + "pass", chunk + "\n    pass", chunk):
         try:
             tree = ast.parse(cut)
             break
@@ -266,6 +293,7 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
     if kernel.tree is None:
         out.status = "syntax-error"
         return out
+    kernel = _with_inferred(kernel, parsed)
     cases, missing = constexpr_cases(kernel, parsed)
     rep = Reporter(kernel, config)
     unknown_kinds: Counter = Counter()
@@ -462,6 +490,20 @@ def _pid_bounds(it: Interp, inferred: list | None = None) -> dict:
     for axis in range(len(axes_exprs), 3):
         out[axis] = Poly.const(1)
     return out
+
+
+def _with_inferred(kernel: KernelInfo, parsed: ParsedFile) -> KernelInfo:
+    """``kernel`` with the tensors and grid its launch site implies, when it declares neither
+    (the user's own directives are never completed behind their back)."""
+    ann = kernel.annotations
+    if not INFER_ANNOTATIONS or ann.tensors or ann.grid is not None or \
+            _launch_for(kernel, parsed) is None:
+        return kernel
+    try:
+        from ..infer import with_inferred_annotations
+        return with_inferred_annotations(parsed, kernel)
+    except Exception:  # inference is best effort; the plain analysis still runs
+        return kernel
 
 
 def _inferred_grid(kernel: KernelInfo, parsed: ParsedFile):

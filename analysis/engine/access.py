@@ -110,9 +110,17 @@ class Carried:
 class WhereUse:
     """``tl.where(cond, x, y)`` where ``x`` or ``y`` derives from loads ``loads``.
 
-    ``discard`` is the BoolExpr of lanes where that arm is NOT selected."""
+    ``discard`` is the BoolExpr of lanes where that arm is NOT selected. ``tags`` are the
+    arm's tags (logical coordinates over the where's index variables), ``loops``/``guards``
+    the enclosing loops and path conditions, ``other`` the value the discarded lanes take
+    when it is one number for every lane (``-inf``, ``0.0``), else None: grid.py counts the
+    discarded lanes as "not read" only then (KS303 on causal masks)."""
 
     loads: frozenset
     discard: Any
     shape: tuple
     span: Span
+    tags: dict = field(default_factory=dict)
+    loops: list = field(default_factory=list)
+    guards: list = field(default_factory=list)
+    other: float | None = None

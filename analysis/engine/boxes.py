@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .access import Access
 from .interp import Interp
 from .poly import Poly
-from .render import INDEX_NAMES
+from .render import element_of
 from .values import b_eval, b_polys, conjuncts
 
 MAX_LANES = 1 << 14
@@ -304,7 +304,7 @@ def _lane_of(it: Interp, acc: Access, coords: list[Poly], env: dict, elem: tuple
             mask_ok = bool(b_eval(acc.mask, lambda p: ev.poly(p, lane)))
         except _Unknown:
             mask_ok = True
-    return {INDEX_NAMES[k]: lane[f"%{k}"] for k in range(len(shape))}, mask_ok
+    return element_of(it, lane, len(shape)), mask_ok
 
 
 def _find_race(boxes: list[_Box], sizes: list[int] | None):

@@ -14,7 +14,7 @@ from ..model import Related, Span
 from .access import Access
 from .interp import Interp, _src
 from .poly import ZERO, Poly, fmt
-from .render import INDEX_NAMES, show, show_mask
+from .render import atom_names, dot_index_name, show, show_mask
 from .report import Reporter, counterexample, insert_kwarg_fix, related_chain, replace_fix
 from .solver import INT32_MAX, Domain, Result, SolverContext
 from .values import (FINITE, POSITIVE, TRUE, UNKNOWN, b_and, b_not, b_or, cmp, conjuncts,
@@ -338,7 +338,7 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         s = _eval(it, res, size)
         cex = counterexample(res, it, acc.shape, acc.loops,
                              {f"{decl.name}.{d.name}": c, d.size.text: size, "offset": acc.offset})
-        fixes = _mask_fixes(it, acc)
+        fixes = _mask_fixes(it, acc, solver, viol)
         verb = "writes" if acc.kind != "load" else "reads"
         rep.report("KS101", f"{_op_name(acc)} {verb} {decl.name}[{d.name} = {v}] outside "
                    f"0 <= {d.name} < {d.size.text} = {s} for an enabled lane", acc.span, cex,
@@ -382,20 +382,28 @@ def _dom(acc: Access) -> Domain:
     return Domain(acc.shape, list(acc.loops), list(acc.guards) if _guards_ok(acc) else [])
 
 
-def _mask_fixes(it: Interp, acc: Access) -> list:
+def _mask_fixes(it: Interp, acc: Access, solver: SolverContext | None = None,
+                viol=None) -> list:
+    """"Apply the mask" quick fix for an unmasked access. A mask no access applies fits by
+    its index atoms alone; a mask a neighbouring access applies (the usual missing-mask bug:
+    the loads are masked, the store is not) is offered only when z3 shows that, under it,
+    the violation ``viol`` is gone (same shape, offsets it really bounds)."""
     if acc.mask is not None or acc.via != "ptr":
         return []
-    cand = _fitting_masks(it, acc)
-    if not cand:
-        return []
-    name = cand[0][0]
-    f = insert_kwarg_fix(it, acc.node, f"mask={name}", f"Apply the mask `{name}`")
-    return [f] if f else []
+    for name, m, _stmt, used in _fitting_masks(it, acc, include_used=True):
+        if used:
+            if solver is None or viol is None or \
+                    solver.query([m, viol], _dom(acc)).status != "unsat":
+                continue
+        f = insert_kwarg_fix(it, acc.node, f"mask={name}", f"Apply the mask `{name}`")
+        return [f] if f else []
+    return []
 
 
-# ------------------------------------------------------------------------- KS104
-def _fitting_masks(it: Interp, acc: Access):
-    """Named bounds masks whose index atoms all occur in this access's offset."""
+def _fitting_masks(it: Interp, acc: Access, include_used: bool = False):
+    """Named bounds masks whose index atoms all occur in this access's offset, as
+    ``(name, mask, statement, used)``. Masks some other access applies are left out unless
+    ``include_used`` (for KS104 they mean the access is unmasked on purpose, or KS103's)."""
     if acc.offset is None or not acc.shape:
         return []
     off_atoms = {a for a in it.terms.deep_atoms(acc.offset)
@@ -406,8 +414,8 @@ def _fitting_masks(it: Interp, acc: Access):
     for name, mv, stmt in it.masks:
         if name in seen or stmt.lineno - 1 > acc.line:
             continue
-        if name in used:
-            continue  # applied elsewhere: this access is unmasked on purpose, or KS103's
+        if name in used and not include_used:
+            continue
         if acc.live_masks.get(name) is not mv:
             continue  # not in scope at the access (another branch, or reassigned since)
         if it.bshape(mv.shape, acc.shape) != acc.shape or len(mv.shape) != len(acc.shape):
@@ -423,7 +431,7 @@ def _fitting_masks(it: Interp, acc: Access):
                 ok = False
         if ok:
             seen.add(name)
-            out.append((name, m, stmt))
+            out.append((name, m, stmt, name in used))
     return out
 
 
@@ -448,7 +456,7 @@ def _check_mask_not_applied(it: Interp, solver: SolverContext, rep: Reporter,
                             acc: Access) -> bool:
     if acc.mask is not None or acc.via != "ptr" or not acc.shape:
         return False
-    for name, m, stmt in _fitting_masks(it, acc):
+    for name, m, stmt, _used in _fitting_masks(it, acc):
         text = f"mask `{name}` holds for every lane of this access"
         res = solver.query([b_not(m)], _dom(acc))
         if rep.outcome(res, text, acc.span) != "refuted":
@@ -695,12 +703,14 @@ def _check_tags(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
         [getattr(node, "left", None), getattr(node, "right", None)]
     rel += related_chain(it, [n for n in nodes if n is not None], ob.span.line)
     if ob.kind == "dot":
+        # the obligation's index variable %0 runs along the contracted dimension
+        kname = dot_index_name(it)
+        names = dict(atom_names(it), **{"%0": kname})
         cex = counterexample(res, it, (), ob.loops,
                              {f"a.{dim}": ca, f"b.{dim}": cb},
-                             notes=[f"a.{dim} = {show(ca, it).replace('i', 'k')} = {va}   "
-                                    f"b.{dim} = {show(cb, it).replace('i', 'k')} = {vb}"])
-        k = res.model.get("%0", 0)
-        cex.element = {"k": k}
+                             notes=[f"a.{dim} = {fmt(ca, names)} = {va}   "
+                                    f"b.{dim} = {fmt(cb, names)} = {vb}"])
+        cex.element = {kname: res.model.get("%0", 0)}
         rep.report("KS201", f"tl.dot contracts unequal coordinates: a.{dim} != b.{dim} "
                    f"({ta.tensor}.{dim} = {va}, {tb.tensor}.{dim} = {vb})", ob.span, cex, rel)
     else:

@@ -46,7 +46,7 @@ from ..model import Counterexample, Related, Span
 from .access import Access
 from .interp import Interp
 from .poly import ONE, Poly, fmt
-from .render import INDEX_NAMES, atom_names, show
+from .render import atom_names, element_of, show
 from .report import Reporter, counterexample, related_chain
 from .solver import Domain, SolverContext
 from .boxes import (MAX_LANES, _AxisSet, _Box, _box, _Evaluator, _find_hole, _find_race,
@@ -360,7 +360,7 @@ class _GridChecks:
             off = it.terms.evaluate(acc.offset, env)
         except Exception:
             off = "?"
-        elem = {INDEX_NAMES[d]: model.get(f"%{d}", 0) for d in range(len(acc.shape))}
+        elem = element_of(it, model, len(acc.shape))
         where = f"{acc.base}[{off}]"
         decl = it.decls.get(acc.base)
         if decl is not None and isinstance(off, int):
@@ -737,12 +737,11 @@ class _GridChecks:
         for k, v in self.consts.items():
             sizes.setdefault(k, v)
         loop = {l.var: m.get(l.atom, 0) for l in acc.loops}
-        cex = Counterexample(program_id=pid2, element={INDEX_NAMES[k]: m.get(f"%{k}", 0)
-                                                       for k in range(len(acc.shape))},
+        cex = Counterexample(program_id=pid2, element=element_of(self.it, m, len(acc.shape)),
                              loop=loop, sizes=sizes,
                              values={"element": where, "other program_id": list(pid1),
-                                     "other element": {INDEX_NAMES[k]: m.get(f"%{k}'", 0)
-                                                       for k in range(len(acc.shape))}},
+                                     "other element": element_of(self.it, m, len(acc.shape),
+                                                                 suffix="'")},
                              method="smt",
                              notes=[f"programs {pid1} and {pid2} both write {where}"])
         msg = (f"write race: programs {pid1} and {pid2} both write {where} "

@@ -1113,6 +1113,18 @@ class Interp:
             out.append(Pad(p.load_id, val, p.mask, p.line, p.other_src, p.steps))
         return tuple(out)
 
+    @classmethod
+    def _constant_lane(cls, v: V) -> float | None:
+        """The one number every lane of ``v`` holds (a literal, ``float("-inf")``, a constant
+        tile), or None when the lanes hold data."""
+        if v.kind == "const":
+            c = v.const
+            return float(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else None
+        if v.kind == "data" and v.loads:
+            return None
+        lane = cls._lane_value(v)
+        return lane if isinstance(lane, float) else None
+
     @staticmethod
     def _lane_value(v: V) -> Any:
         if v.kind == "data" and isinstance(v.const, float):
@@ -2097,9 +2109,12 @@ class Interp:
         y = self.align(y, shape) if y.kind not in ("const",) else y
         cm = c.mask if c.kind == "bool" else None
         if self.recording and cm is not None:
-            for arm, other_discard in ((x, b_not(cm)), (y, cm)):
+            for arm, other_discard, rest in ((x, b_not(cm), y), (y, cm, x)):
                 if arm.kind == "data" and arm.loads:
-                    self.wheres.append(WhereUse(arm.loads, other_discard, shape, self.span(node)))
+                    self.wheres.append(WhereUse(
+                        arm.loads, other_discard, shape, self.span(node),
+                        tags=dict(arm.tags or {}), loops=list(self.loops),
+                        guards=list(self.guards), other=self._constant_lane(rest)))
         if x.kind == "unknown" or y.kind == "unknown":
             return unknown(x.why or y.why or "where", shape)
         if x.kind == "int" and y.kind == "int" and x.poly is not None and y.poly is not None:

@@ -1,18 +1,64 @@
 """Readable text for values, tags, masks and counterexamples (hover and finding messages)."""
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from .poly import Poly, fmt
 from .values import V, b_fmt
 
 INDEX_NAMES = "ijlmnpqrs"
+DOT_INDEX = "k"  # the contracted index of a tl.dot, as in C[i, j] = sum_k A[i, k] B[k, j]
+
+
+def kernel_names(interp) -> set[str]:
+    """Every name the kernel's text uses (parameters, locals, loop variables) plus the display
+    names of its atoms: a tile index must not print as one of them (``k*BLOCK_K + k``)."""
+    tree = interp.kernel.tree
+    hit = getattr(tree, "_ks_names", None) if tree is not None else None
+    if hit is None:
+        hit = {p.name for p in interp.kernel.params}
+        if tree is not None:
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Name):
+                    hit.add(n.id)
+                elif isinstance(n, ast.arg):
+                    hit.add(n.arg)
+            hit = frozenset(hit)
+            tree._ks_names = hit
+    return set(hit) | set(interp.names.values())
+
+
+def free_name(name: str, taken: set[str]) -> str:
+    """``name``, primed (``i'``, ``i''``) until no kernel name is spelled that way."""
+    while name in taken:
+        name += "'"
+    return name
+
+
+def index_names(interp, n: int | None = None) -> list[str]:
+    """Display names of the tile index variables ``%0, %1, ...``: i, j, l, m, ..., primed
+    when the kernel itself uses the letter."""
+    taken = kernel_names(interp)
+    letters = INDEX_NAMES if n is None else INDEX_NAMES[:n]
+    return [free_name(c, taken) for c in letters]
+
+
+def dot_index_name(interp) -> str:
+    """Display name of a ``tl.dot``'s contracted index: ``k``, or ``k'`` when ``k`` is a
+    kernel name (the K loop usually is)."""
+    return free_name(DOT_INDEX, kernel_names(interp))
+
+
+def element_of(interp, lane: dict, n: int, suffix: str = "") -> dict[str, int]:
+    """``{index name: value}`` of a tile element from a model/lane keyed ``%k`` (+ suffix)."""
+    return {name: lane.get(f"%{k}{suffix}", 0) for k, name in enumerate(index_names(interp, n))}
 
 
 def atom_names(interp) -> dict[str, str]:
-    """Display names: tile index vars as i, j, ...; program ids and loop counters by the
-    variable that holds them."""
-    names = {f"%{k}": INDEX_NAMES[k] for k in range(len(INDEX_NAMES))}
+    """Display names: tile index vars as i, j, ... (see :func:`index_names`); program ids and
+    loop counters by the variable that holds them."""
+    names = {f"%{k}": name for k, name in enumerate(index_names(interp))}
     for a, n in interp.names.items():
         names[a] = n
     for a in ("pid0", "pid1", "pid2"):
@@ -33,7 +79,7 @@ def show_mask(m, interp) -> str:
 def describe_value(name: str, v: V, interp) -> tuple[str, list[str]]:
     """(title, tag formulas) for hover, e.g. ``a: tile[64, 32] fp16 (loaded from A)``."""
     shape = "[" + ", ".join(str(n) for n in v.shape) + "]"
-    idx = ", ".join(INDEX_NAMES[k] for k in range(len(v.shape)))
+    idx = ", ".join(index_names(interp, len(v.shape)))
     dt = f" {v.dtype}" if v.dtype else ""
     if v.kind == "int":
         width = f"int{v.width}"

@@ -13,7 +13,7 @@ from ..model import (Counterexample, Finding, Fix, InvariantTally, Related, Seve
                      TextEdit)
 from .interp import Interp, _src
 from .poly import Poly
-from .render import INDEX_NAMES, atom_names
+from .render import atom_names, element_of
 from .solver import Result, SolverContext
 
 
@@ -79,7 +79,7 @@ def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
     pid = None
     if axes:
         pid = tuple(m.get(f"pid{a}", 0) for a in range(max(axes) + 1))
-    element = {INDEX_NAMES[k]: m.get(f"%{k}", 0) for k in range(len(shape))}
+    element = element_of(it, m, len(shape))
     loop = {}
     for l in loops:
         if l.atom in m:
