@@ -171,8 +171,14 @@ def run_worker(job: dict[str, Any], *, limits: Limits, env: dict[str, str],
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=str(wd),
                                 env=env, start_new_session=True, preexec_fn=_preexec,
                                 close_fds=True)
-        status, detail, peak = _watch(proc, out_path, job.get("stages", []), limits, mem,
-                                      not use_rlimit_as, progress, started)
+        try:
+            status, detail, peak = _watch(proc, out_path, job.get("stages", []), limits, mem,
+                                          not use_rlimit_as, progress, started)
+        except BaseException:
+            # Ctrl-C (or any error) while watching: the worker runs in its own session, so
+            # nothing else would stop a hanging candidate.
+            _kill(proc)
+            raise
     results, current = _read_results(out_path)
     stderr_tail = _tail(err_path)
     rc = proc.returncode
