@@ -120,11 +120,62 @@ def parse_file(text: str, path: str = "<string>") -> ParsedFile:
     parsed.launches = launches.find_launches(tree.root_node, src, parsed)
     _mark_helpers(parsed)
     annotations.attach(tree.root_node, src, parsed)
+    _unparsed_jit_functions(tree.root_node, src, parsed)
     for kernel in parsed.kernels:  # tree-sitter objects do not escape the front end
         for attr in ("_ts_node", "_ts_decorators"):
             if hasattr(kernel, attr):
                 delattr(kernel, attr)
     return parsed
+
+
+def _unparsed_jit_functions(root, src: SourceLines, parsed: ParsedFile) -> None:
+    """KS910 for a ``@jit`` decorator that tree-sitter could not attach to any function.
+
+    A broken ``def`` line (a missing colon or parenthesis) turns the whole definition into an
+    ERROR node: no kernel is found, and without this the file would look clean.
+    """
+    from . import codes
+    from .model import Finding
+
+    kernel_rows = {k.name_span.line for k in parsed.kernels}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR":
+            for child in node.children:
+                if child.type == "def":
+                    _report_broken_def(child.start_point[0], src, parsed, kernel_rows)
+        if node.has_error:
+            stack.extend(node.children)
+
+
+def _report_broken_def(row: int, src: SourceLines, parsed: ParsedFile,
+                       kernel_rows: set[int]) -> None:
+    from . import codes
+    from .model import Finding
+
+    if row in kernel_rows or row >= len(src.rows):
+        return
+    above = row - 1
+    jit = False
+    while above >= 0:
+        text = src.rows[above].strip()
+        if text.startswith("@"):
+            jit = jit or _is_jit(text[1:], parsed.imports) or text[1:].startswith("triton.jit")
+        elif text and not text.startswith("#"):
+            break
+        above -= 1
+    if not jit:
+        return
+    kernel_rows.add(row)
+    line = src.rows[row]
+    col = len(line) - len(line.lstrip())
+    info = codes.get("KS910")
+    parsed.findings.append(Finding(
+        code="KS910", severity=info.severity,
+        message="this @triton.jit function does not parse (check its `def` line for a "
+                "missing `:` or parenthesis); it is not analysed",
+        span=Span(row, col, row, len(line.rstrip()))))
 
 
 def _end(src: SourceLines, node) -> tuple[int, int]:

@@ -181,15 +181,33 @@ def with_inferred_annotations(parsed: ParsedFile, kernel: KernelInfo) -> KernelI
 
 # --- host side ------------------------------------------------------------------------------
 
+_MODULE_TREES: dict = {}
+
+
+def module_tree(parsed: ParsedFile) -> ast.Module | None:
+    """``ast.parse`` of the whole file, parsed once per ParsedFile (the launch inference, the
+    grid checks and every kernel of the file share it; nobody mutates it). None on a syntax
+    error."""
+    key = id(parsed)
+    hit = _MODULE_TREES.get(key)
+    if hit is None or hit[0] is not parsed:
+        try:
+            tree = ast.parse(parsed.text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        _MODULE_TREES.clear()  # one file at a time: the editor and the benchmarks go file by file
+        hit = _MODULE_TREES[key] = (parsed, tree)
+    return hit[1]
+
+
 class _HostScope:
     """Plain assignments of the launching function (``n = x.numel()``, ``M, K = a.shape``)
     before the launch, for tracing grid names back to launch arguments."""
 
     def __init__(self, parsed: ParsedFile, launch: LaunchSite):
         self.values: dict[str, ast.expr] = {}
-        try:
-            tree = ast.parse(parsed.text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = module_tree(parsed)
+        if tree is None:
             return
         fn = None
         for node in ast.walk(tree):

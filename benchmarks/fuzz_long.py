@@ -267,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     t_docs.start()
     t_proto.start()
     while t_docs.is_alive() or t_proto.is_alive():
-        t_docs.join(60)
+        tick = time.time() + 60
+        while time.time() < tick and (t_docs.is_alive() or t_proto.is_alive()):
+            time.sleep(0.5)
         rss = proto.rss[-1][1] if proto.rss else 0
         print(f"[{(time.time() - started) / 60:5.1f} min] docs {docs.done} "
               f"(crashes {len(docs.crashes)}, hangs {len(docs.hangs)}) | sequences "

@@ -32,7 +32,7 @@ from kernelsight.analysis.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 BUGS = ROOT / "examples" / "bugs"
-CASES = ROOT.parent / "shared" / "cases"
+CASES = ROOT / "tests" / "data" / "cases"
 
 CHILD = r'''
 import importlib.util, inspect, json, math, os, sys

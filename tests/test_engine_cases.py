@@ -14,7 +14,7 @@ from kernelsight.analysis.config import Config
 TEST_CONFIG = Config(kernel_budget_ms=60000, solver_timeout_ms=5000)
 from kernelsight.analysis.model import Finding
 
-CASES = Path(__file__).resolve().parent.parent.parent / "shared" / "cases"
+CASES = Path(__file__).resolve().parent / "data" / "cases"
 ENGINE_PREFIXES = ("KS1", "KS2", "KS3", "KS4")
 
 

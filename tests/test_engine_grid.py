@@ -15,7 +15,7 @@ from kernelsight.analysis.config import Config
 from bug_markers import bug_files, expected_findings
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ROOT.parent / "shared" / "cases"
+CASES = ROOT / "tests" / "data" / "cases"
 GRID_CODES = ("KS205", "KS301", "KS302", "KS303", "KS304", "KS305", "KS306")
 KERNELS = sorted((ROOT / "examples" / "kernels").glob("*.py"))
 MY_BUGS = [p for p in bug_files() if any(c in GRID_CODES for c, _ in expected_findings(p))]

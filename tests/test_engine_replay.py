@@ -27,7 +27,7 @@ from kernelsight.analysis.config import Config
 pytestmark = pytest.mark.interpret
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ROOT.parent / "shared" / "cases"
+CASES = ROOT / "tests" / "data" / "cases"
 BUGS = ROOT / "examples" / "bugs"
 CFG = Config(kernel_budget_ms=60000, solver_timeout_ms=5000)
 

@@ -24,7 +24,7 @@ EXAMPLES = sorted((ROOT / "examples" / "kernels").glob("*.py")) + sorted(
     (ROOT / "examples" / "tuning").glob("*.py"))
 REQUIRED_KEYS = {"kernel", "launcher", "reference", "inputs", "shapes", "bench_shapes",
                  "dtypes", "flops", "bytes"}
-OPTIONAL_KEYS = {"tolerance", "config_space"}
+OPTIONAL_KEYS = {"tolerance", "config_space", "baseline", "heldout_shapes", "description"}
 TORCH_DTYPES = {"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"}
 
 

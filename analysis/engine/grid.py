@@ -1487,23 +1487,12 @@ def _read_name(it: Interp, base: str) -> str:
     return d.name if d is not None else base
 
 
-_HOST_TREES: dict = {}
-
-
 def _divisibility_checked(parsed: ParsedFile, line0: int, num: str, den: str) -> bool:
     """The host code makes ``num % den == 0`` known around the launch at 0-based ``line0``:
     an enclosing ``if`` or an earlier ``assert`` tests it, or ``den`` is computed from ``num``
     in the same function."""
-    key = id(parsed)
-    hit = _HOST_TREES.get(key)
-    if hit is None or hit[0] is not parsed:
-        try:
-            tree = ast.parse(parsed.text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = None
-        _HOST_TREES.clear()
-        hit = _HOST_TREES[key] = (parsed, tree)
-    tree = hit[1]
+    from ..infer import module_tree
+    tree = module_tree(parsed)
     if tree is None:
         return False
     line1 = line0 + 1

@@ -2157,8 +2157,15 @@ class Interp:
     # ------------------------------------------------------------------ hovers
     def hover(self, target: ast.AST, name: str, v: V) -> None:
         from .render import describe_value
+        span = self.span(target)
+        # hover and inlay hints show the first record of a span: later passes over the same
+        # statement (unrolled static loops, the second pass of a loop) would only cost time
+        seen = self.__dict__.setdefault("_hover_spans", set())
+        if span in seen:
+            return
+        seen.add(span)
         title, tags = describe_value(name, v, self)
-        self.hovers.append(HoverInfo(span=self.span(target), title=title,
+        self.hovers.append(HoverInfo(span=span, title=title,
                                      shape=tuple(str(n) for n in v.shape), tags=tags))
 
 

@@ -12,6 +12,7 @@ the common case; products of parameters (``row * row_stride``) stay exact.
 """
 from __future__ import annotations
 
+import heapq
 from typing import Callable, Iterable, Mapping
 
 Mono = tuple  # tuple[str, ...]
@@ -183,8 +184,11 @@ ZERO = Poly()
 ONE = Poly({(): 1})
 
 
-def fmt(p: Poly, names: Mapping[str, str] | None = None) -> str:
-    """Readable form, e.g. ``pid_m*64 + i``; ``names`` renames atoms for display."""
+def fmt(p: Poly, names: Mapping[str, str] | None = None, limit: int | None = None) -> str:
+    """Readable form, e.g. ``pid_m*64 + i``; ``names`` renames atoms for display. With
+    ``limit``, at most that many terms are written, then ``+ … (N more terms)``: hovers of
+    unrolled static loops hold polynomials of thousands of terms, which nobody reads and
+    which cost most of such a kernel's analysis time to print."""
     if not p.terms:
         return "0"
     names = names or {}
@@ -194,7 +198,12 @@ def fmt(p: Poly, names: Mapping[str, str] | None = None) -> str:
         m, _ = item
         return (len(m) == 0, [a[0] == "%" for a in m], m)
 
-    for m, c in sorted(p.terms.items(), key=order):
+    items = p.terms.items()
+    more = 0
+    if limit is not None and len(p.terms) > limit:
+        more = len(p.terms) - limit
+        items = heapq.nsmallest(limit, items, key=order)
+    for m, c in sorted(items, key=order):
         body = "*".join(names.get(a, a) for a in m)
         if not body:
             parts.append((c, str(abs(c))))
@@ -208,6 +217,8 @@ def fmt(p: Poly, names: Mapping[str, str] | None = None) -> str:
             out = ("-" if c < 0 else "") + s
         else:
             out += (" - " if c < 0 else " + ") + s
+    if more:
+        out += f" + … ({more} more terms)"
     return out
 
 

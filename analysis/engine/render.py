@@ -66,14 +66,18 @@ def atom_names(interp) -> dict[str, str]:
     return names
 
 
-def show(p: Poly | None, interp) -> str:
+# hovers print at most this many terms per polynomial (see poly.fmt)
+HOVER_TERMS = 24
+
+
+def show(p: Poly | None, interp, limit: int | None = None) -> str:
     if p is None:
         return "?"
-    return fmt(p, atom_names(interp))
+    return fmt(p, atom_names(interp), limit)
 
 
-def show_mask(m, interp) -> str:
-    return b_fmt(m, atom_names(interp))
+def show_mask(m, interp, limit: int | None = None) -> str:
+    return b_fmt(m, atom_names(interp), limit)
 
 
 def describe_value(name: str, v: V, interp) -> tuple[str, list[str]]:
@@ -86,13 +90,13 @@ def describe_value(name: str, v: V, interp) -> tuple[str, list[str]]:
         kind = f"tile{shape} {width}" if v.shape else f"{width} scalar"
         title = f"{name}: {kind}"
         if v.poly is not None:
-            title += f" = {show(v.poly, interp)}"
+            title += f" = {show(v.poly, interp, HOVER_TERMS)}"
     elif v.kind == "ptr":
         kind = f"pointer tile{shape}" if v.shape else "pointer"
-        title = f"{name}: {kind} = {v.base} + {show(v.poly, interp)}"
+        title = f"{name}: {kind} = {v.base} + {show(v.poly, interp, HOVER_TERMS)}"
     elif v.kind == "bool":
         kind = f"mask{shape}" if v.shape else "condition"
-        title = f"{name}: {kind} = {show_mask(v.mask, interp)}"
+        title = f"{name}: {kind} = {show_mask(v.mask, interp, HOVER_TERMS)}"
     elif v.kind == "data":
         src = sorted({t.tensor for t in v.tags.values()})
         origin = f" (from {', '.join(src)})" if src else ""
@@ -111,7 +115,8 @@ def describe_value(name: str, v: V, interp) -> tuple[str, list[str]]:
     if v.tags:
         by_tensor: dict[str, list[str]] = {}
         for d, t in v.tags.items():
-            by_tensor.setdefault(t.tensor, []).append(f"{d} = {show(t.coord, interp)}")
+            by_tensor.setdefault(t.tensor, []).append(
+                f"{d} = {show(t.coord, interp, HOVER_TERMS)}")
         lhs = f"{name}[{idx}]" if idx else name
         for tensor, parts in by_tensor.items():
             tags.append(f"{lhs} <- {tensor}[{', '.join(parts)}]")

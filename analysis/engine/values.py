@@ -241,21 +241,22 @@ def conjuncts(e) -> list:
     return [e]
 
 
-def b_fmt(e, names=None) -> str:
+def b_fmt(e, names=None, limit: int | None = None) -> str:
+    """Readable form of a BoolExpr; ``limit`` caps the terms of each side (see ``fmt``)."""
     t = e[0]
     if t == "const":
         return str(e[1])
     if t == "cmp":
         p = e[2]
         pos = Poly({m: c for m, c in p.terms.items() if c > 0})
-        neg = -(p - pos)
-        return f"{fmt(pos, names)} {e[1]} {fmt(neg, names)}"
+        neg = Poly({m: -c for m, c in p.terms.items() if c < 0})
+        return f"{fmt(pos, names, limit)} {e[1]} {fmt(neg, names, limit)}"
     if t == "and":
-        return " & ".join(f"({b_fmt(x, names)})" for x in e[1])
+        return " & ".join(f"({b_fmt(x, names, limit)})" for x in e[1])
     if t == "or":
-        return " | ".join(f"({b_fmt(x, names)})" for x in e[1])
+        return " | ".join(f"({b_fmt(x, names, limit)})" for x in e[1])
     if t == "not":
-        return f"~({b_fmt(e[1], names)})"
+        return f"~({b_fmt(e[1], names, limit)})"
     return str(e[1])
 
 

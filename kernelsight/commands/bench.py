@@ -142,6 +142,12 @@ def render_table(evaluation, spec) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate the file and print the table; returns the exit status."""
+    from kernelsight.extras import require
+
+    problem = require("kernelsight bench", ("torch", "triton"))
+    if problem:
+        print(f"kernelsight bench: {problem}", file=sys.stderr)
+        return 2
     from kernelsight.agent.benchspec import SpecError, load_spec
     from kernelsight.agent.evaluate import Evaluator
     from kernelsight.agent.records import STAGES, Candidate

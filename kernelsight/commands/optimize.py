@@ -87,6 +87,13 @@ class _Bar:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelsight.extras import require
+
+    needs = ("torch", "triton") + (("litellm",) if getattr(args, "model", None) else ())
+    problem = require("kernelsight optimize", needs)
+    if problem:
+        print(f"kernelsight optimize: {problem}", file=sys.stderr)
+        return 2
     from kernelsight.agent.budget import Budget, BudgetError
     from kernelsight.agent.optimize import OptimizeError, run_optimize
 

@@ -13,7 +13,6 @@ tests and the benchmark).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import logging
 import os
@@ -22,10 +21,12 @@ import uuid
 
 from lsprotocol import types as t
 
+from kernelsight.extras import INSTALL_HINT, missing
+from kernelsight.extras import available as _module_available
+
 log = logging.getLogger("kernelsight.server")
 
 _HEAVY = ("torch", "triton", "litellm", "z3", "tree_sitter", "numpy")
-INSTALL_HINT = "pip install 'kernelsight[agent]'"
 # The built-in tuner needs no LLM; litellm is needed once kernelsight.agent.model is set.
 _NEEDS = {"optimize": ("torch", "triton"), "optimize-llm": ("torch", "triton", "litellm"),
           "benchmark": ("torch", "triton")}
@@ -35,14 +36,7 @@ _AGENT_MODULE = {"optimize": "kernelsight.agent.optimize",
 
 def missing_extras(action: str) -> list[str]:
     """Packages of the agent extra that ``action`` needs and that are not importable."""
-    return [m for m in _NEEDS[action] if not _module_available(m)]
-
-
-def _module_available(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+    return missing(_NEEDS[action])
 
 
 def unavailable_reason(action: str, model: str = "") -> str | None:

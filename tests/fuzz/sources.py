@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_CASES = Path("/work/shared/cases")
+SHARED_CASES = Path(__file__).resolve().parent.parent / "data" / "cases"
 
 
 def corpus_dir() -> Path | None:
