@@ -32,3 +32,9 @@ def test_optimize_with_a_model_also_needs_litellm():
     p = _run("optimize", "examples/kernels/vector_add.py::add_kernel", "--model", "openai/x")
     assert p.returncode == 2
     assert "missing: torch, triton, litellm" in p.stderr
+
+
+def test_select_of_a_code_that_does_not_exist_is_a_usage_error():
+    p = subprocess.run([sys.executable, "-m", "kernelsight", "check", "--select", "KS999",
+                        "examples/kernels"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert p.returncode == 2 and "KS999" in p.stderr

@@ -67,6 +67,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"kernelsight check: error: --{key}: not a code prefix: "
                       f"{', '.join(bad)} (expected e.g. KS, KS1, KS203)", file=sys.stderr)
                 return 2
+            from kernelsight.analysis.codes import CODES
+
+            unknown = [v for v in items if not any(c.startswith(v) for c in CODES)]
+            if unknown:
+                print(f"kernelsight check: error: --{key}: no diagnostic code starts with "
+                      f"{', '.join(unknown)} (see docs/codes/README.md)", file=sys.stderr)
+                return 2
             overrides[key] = items
     if args.fast:
         overrides["fast_only"] = True
