@@ -197,7 +197,7 @@ def test_summary_one_line_per_kernel(project, capsys):
     rc, out, _ = run_check(["--fast", "--summary", str(project / "pkg" / "clean.py")], capsys)
     assert rc == 0
     lines = out.splitlines()
-    assert lines[0] == (f"{project / 'pkg' / 'clean.py'}::k  proved 0  refuted 0  "
+    assert lines[0] == (f"{project / 'pkg' / 'clean.py'}::k  findings 0  proved 0  refuted 0  "
                         "unproved 0  unknown 0  (skipped)")
     assert lines[1].startswith("1 file(s), 1 kernel(s) in ")
 

@@ -146,7 +146,9 @@ def run(args: argparse.Namespace) -> int:
         stream = out if args.format == "text" else sys.stderr
         for p, _, r in reports:
             for k in r.kernels:
-                stream.write(summary_line(str(p), k) + "\n")
+                own = sum(1 for f in r.findings
+                          if f.kernel == k.name or k.span.line <= f.span.line <= k.span.end_line)
+                stream.write(summary_line(str(p), k, own) + "\n")
         kernels = sum(len(r.kernels) for _, _, r in reports)
         stream.write(f"{len(reports)} file(s), {kernels} kernel(s) in {elapsed:.2f} s\n")
     if errors:
@@ -227,10 +229,16 @@ def format_text(path: str, f) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary_line(path: str, k) -> str:
-    """``path::kernel  proved P  refuted R  unproved U  unknown X  (status)``."""
+def summary_line(path: str, k, findings: int | None = None) -> str:
+    """``path::kernel  findings F  proved P  refuted R  unproved U  unknown X  (status)``.
+
+    ``proved/refuted/unproved`` count invariant obligations (bounds, tags, coverage...);
+    ``findings`` counts every finding in the kernel, language rules included; ``unknown``
+    counts constructs the interpreter did not model (they never cause a finding).
+    """
     t = k.tally
-    return (f"{path}::{k.name}  proved {t.proved}  refuted {t.refuted}  unproved {t.unproved}"
+    head = f"{path}::{k.name}  " + (f"findings {findings}  " if findings is not None else "")
+    return (f"{head}proved {t.proved}  refuted {t.refuted}  unproved {t.unproved}"
             f"  unknown {k.unknowns}  ({k.status})")
 
 
