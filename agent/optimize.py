@@ -320,7 +320,7 @@ class _Loop:
         elif score is not None and (self.best_score is None or score > self.best_score):
             status = "accepted"
         elif score is None and ev.ok:
-            status = "accepted"  # passed every stage that could run; untimed
+            status = "accepted"  # passed every stage that could run; untimed, so not ranked
         else:
             status = "passed"
         parent_score = self.scores.get(cand.parent or "", None)

@@ -144,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
         print("no timing on this machine: nothing is claimed faster; "
               f"{len(result.accepted)} candidate(s) passed the gate")
     for note in result.notes:
-        print(f"note: {note}")
+        if not (not result.timed and note.startswith("no timing")):  # said just above
+            print(f"note: {note}")
     print(f"run directory: {result.run_dir}")
     print(f"report: {result.report_path}")
     if result.diff:
