@@ -115,10 +115,26 @@ def annotation_fix(parsed: ParsedFile, kernel: KernelInfo) -> Fix | None:
                "the launch site", (TextEdit(at, body),))
 
 
+_INFER_CACHE: dict = {}
+
+
 def infer(parsed: ParsedFile, kernel: KernelInfo) -> Inferred:
     """The inference for ``kernel`` from the first of its launch sites that binds arguments
     (see module docstring). Never raises on odd launchers: what is not understood is left
-    out."""
+    out. The result is shared between callers (the engine asks for the grid twice per
+    kernel): treat it as read-only."""
+    key = (id(parsed), kernel.name, kernel.span)
+    hit = _INFER_CACHE.get(key)
+    if hit is not None and hit[0] is parsed and hit[1] is kernel.tree:
+        return hit[2]
+    out = _infer(parsed, kernel)
+    if len(_INFER_CACHE) > 64:
+        _INFER_CACHE.clear()
+    _INFER_CACHE[key] = (parsed, kernel.tree, out)
+    return out
+
+
+def _infer(parsed: ParsedFile, kernel: KernelInfo) -> Inferred:
     launch = next((l for l in parsed.launches if l.kernel == kernel.name), None)
     out = Inferred(launch=launch)
     if launch is None or kernel.tree is None:

@@ -184,3 +184,33 @@ def test_plain_kernel_is_not_checked_against_a_guessed_tensor_shape():
     found = analyze_source(PLAIN_2D, "k.py", CONFIG).report.findings
     assert not [f for f in found if f.code in ("KS101", "KS202", "KS203")], \
         [(f.code, f.message) for f in found]
+
+
+UNROLLED = HEADER + textwrap.dedent("""
+    @triton.jit
+    def k(x_ptr, z_ptr, N, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for s in tl.static_range(8):
+            cur = offs + s * N
+            acc += tl.load(x_ptr + cur, mask=cur < 8 * N)
+        tl.store(z_ptr + offs, acc, mask=offs < N)
+    """)
+
+
+def test_unrolled_loop_records_one_hover_per_span():
+    hovers = analyze_source(UNROLLED, "k.py", CONFIG).hovers
+    spans = [h.span for h in hovers if h.title.startswith("cur:")]
+    assert len(spans) == 1, [h.title for h in hovers if h.title.startswith("cur:")]
+    # the one kept is the first iteration's (s = 0), which hover always showed
+    assert len(spans) == len(set(spans))
+
+
+def test_hover_formula_of_a_huge_polynomial_is_cut_after_a_fixed_number_of_terms():
+    from kernelsight.analysis.engine.poly import Poly, fmt
+    from kernelsight.analysis.engine.render import HOVER_TERMS
+    p = Poly({(f"s{k}",): k + 1 for k in range(500)})
+    text = fmt(p, None, HOVER_TERMS)
+    assert text.endswith(f"+ … ({500 - HOVER_TERMS} more terms)")
+    assert text.count("+") == HOVER_TERMS  # HOVER_TERMS - 1 between terms, one before "…"
+    assert fmt(p).count("+") == 499  # messages keep the whole formula
