@@ -28,13 +28,19 @@ class Analysis:
     hovers: list[HoverInfo] = field(default_factory=list)
 
 
-def analyze_source(text: str, path: str = "<string>", config: Config | None = None) -> Analysis:
+def analyze_source(text: str, path: str = "<string>", config: Config | None = None, *,
+                   front=None, run_kernel=None) -> Analysis:
     """Analyse one Python source file.
 
     Args:
         text: the file's text (any size; non-Python text simply has no kernels).
         path: used in findings and reports only; nothing is read from disk.
         config: settings; defaults to ``Config()``.
+        front: ``(parsed, rule_findings)`` already computed for exactly this text and config
+            (the language server keeps them from the fast tier); None computes them here.
+        run_kernel: ``(kernel, parsed, config) -> engine.KernelAnalysis`` used instead of
+            ``analyze_kernel_safely`` (the server adds its per-kernel cache and cancellation
+            there; an exception it raises propagates).
 
     Returns:
         An ``Analysis`` whose ``report.findings`` are sorted by position, filtered by
@@ -44,9 +50,14 @@ def analyze_source(text: str, path: str = "<string>", config: Config | None = No
 
     config = config or Config()
     started = time.perf_counter()
-    parsed = frontend.parse_file(text, path)
+    if front is None:
+        parsed = frontend.parse_file(text, path)
+        rule_findings = rules.check_rules(parsed, config)
+    else:
+        parsed, rule_findings = front
+    run_kernel = run_kernel or analyze_kernel_safely
     findings: list[Finding] = list(parsed.findings)
-    findings.extend(rules.check_rules(parsed, config))
+    findings.extend(rule_findings)
     summaries: list[KernelSummary] = []
     hovers: list[HoverInfo] = []
     for kernel in parsed.kernels:
@@ -59,7 +70,7 @@ def analyze_source(text: str, path: str = "<string>", config: Config | None = No
             summary.status = "skipped"
         else:
             t0 = time.perf_counter()
-            result = analyze_kernel_safely(kernel, parsed, config)
+            result = run_kernel(kernel, parsed, config)
             summary.seconds = time.perf_counter() - t0
             findings.extend(result.findings)
             summary.tally = result.tally

@@ -1,9 +1,9 @@
-"""Runs the analysis for the server: the same steps as ``analysis.api.analyze_source``, plus a
-per-kernel result cache and cooperative cancellation between kernels.
+"""Runs the analysis for the server: ``analysis.api.analyze_source`` with a cached front end,
+a per-kernel result cache and cooperative cancellation between kernels.
 
-Why not call ``analyze_source``: the editor re-analyses a file on every save, usually after
-an edit to one kernel; re-running the engine on every untouched kernel would put the whole
-file's cost on each save. A test pins that this pipeline's findings equal ``analyze_source``'s.
+Why the cache: the editor re-analyses a file on every save, usually after an edit to one
+kernel; re-running the engine on every untouched kernel would put the whole file's cost on
+each save. A test pins that this pipeline's findings equal ``analyze_source``'s.
 
 Runs in a worker thread; nothing here touches the event loop or LSP types.
 """
@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from kernelsight.analysis import api
 from kernelsight.analysis.api import Analysis
 from kernelsight.analysis.config import Config
-from kernelsight.analysis.model import FileReport, Finding, HoverInfo, KernelSummary
 
 
 class TierGate:
@@ -199,53 +198,37 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
     else:
         parsed, rule_findings = front
         stats.front_cached = True
-    findings: list[Finding] = list(parsed.findings)
-    findings.extend(rule_findings)
-    summaries: list[KernelSummary] = []
-    hovers: list[HoverInfo] = []
     context = None
-    for kernel in parsed.kernels:
-        if kernel.is_helper:
-            continue
+
+    def run_kernel(kernel, parsed, config):
+        nonlocal context
         if cancel is not None and cancel.is_set():
             raise Cancelled()
-        summary = KernelSummary(name=kernel.name, span=kernel.span)
-        if kernel.has_syntax_error or kernel.tree is None:
-            summary.status = "syntax-error"
-        elif config.fast_only:
-            summary.status = "skipped"
-        else:
-            if context is None:
-                context = _context_digest(parsed)
-            key = (kernel.name, kernel.span, kernel.source, context, config.key())
-            result = cache.get(key) if cache is not None else None
-            if result is None:
-                GATE.acquire(False)
-                try:
-                    if cancel is not None and cancel.is_set():
-                        raise Cancelled()
-                    t0 = time.perf_counter()
-                    result = api.analyze_kernel_safely(kernel, parsed, config)
-                    result_seconds = time.perf_counter() - t0
-                finally:
-                    GATE.release()
-                stats.analysed += 1
-                if cache is not None:
-                    cache.put(key, (result, result_seconds))
-            else:
-                result, result_seconds = result
-                stats.cached += 1
-            summary.seconds = result_seconds
-            findings.extend(result.findings)
-            summary.tally = result.tally
-            summary.unknowns = result.unknowns
-            summary.unknown_kinds = dict(result.unknown_kinds)
-            summary.status = result.status
-            hovers.extend(result.hovers)
-        summaries.append(summary)
+        if context is None:
+            context = _context_digest(parsed)
+        key = (kernel.name, kernel.span, kernel.source, context, config.key())
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            stats.cached += 1
+            return hit[0]
+        GATE.acquire(False)
+        try:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            t0 = time.perf_counter()
+            result = api.analyze_kernel_safely(kernel, parsed, config)
+            seconds = time.perf_counter() - t0
+        finally:
+            GATE.release()
+        stats.analysed += 1
+        if cache is not None:
+            cache.put(key, (result, seconds))
+        return result
+
+    analysis = api.analyze_source(text, path, config, front=(parsed, rule_findings),
+                                  run_kernel=run_kernel)
     if cancel is not None and cancel.is_set():
         raise Cancelled()
-    findings = api.finalize_findings(findings, parsed.lines, config)
     stats.seconds = time.perf_counter() - started
-    report = FileReport(path=path, findings=findings, kernels=summaries, seconds=stats.seconds)
-    return RunResult(Analysis(report=report, hovers=hovers), parsed, stats)
+    analysis.report.seconds = stats.seconds
+    return RunResult(analysis, parsed, stats)
