@@ -54,6 +54,21 @@ class KernelsightProtocol(LanguageServerProtocol):
             pass
         return super()._check_handler_result(future)
 
+    @lsp_method(t.SHUTDOWN)
+    def lsp_shutdown(self, *args):
+        # pygls cancels the pending futures while iterating over _request_futures; a cancelled
+        # future's done-callback (_check_handler_result above) removes it from that dict, so
+        # the iteration failed with "dictionary changed size" and shutdown answered an
+        # internal error. Iterate over a snapshot.
+        if (user_handler := self.fm.features.get(t.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
     def _is_open(self, uri: str) -> bool:
         return uri in self.workspace.text_documents
 
