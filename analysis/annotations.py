@@ -17,9 +17,10 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+import time
 from dataclasses import dataclass, field
 
-from . import codes
+from . import astnodes, codes
 from .exprs import parse_expr
 from .kernel import (Annotations, ComputesDecl, Dim, Directive, Expr, GridDecl, KernelInfo,
                      ParsedFile, TensorDecl, TensorRef)
@@ -71,7 +72,7 @@ class _Ctx:
                                      kernel=self.kernel.name if self.kernel else None))
 
 
-def attach(root_node, src, parsed: ParsedFile) -> None:
+def attach(root_node, src, parsed: ParsedFile, *, budget_ms: float | None = None) -> None:
     """Parse every ``#@`` directive of the file into ``kernel.annotations``; append KS9xx
     findings (and KS910 for kernels with a syntax error) to ``parsed.findings``.
 
@@ -79,8 +80,12 @@ def attach(root_node, src, parsed: ParsedFile) -> None:
         root_node: the tree-sitter module node.
         src: the file's ``frontend.SourceLines``.
         parsed: the file, kernels already found.
+        budget_ms: per-kernel CPU budget of the front end (see ``frontend.parse_file``); the
+            time spent here is added to ``KernelInfo.front_seconds``; None: not checked.
     """
-    comments = _comments(root_node, src)
+    from .frontend import over_budget
+
+    comments = _comments(root_node, src, getattr(parsed, "_ts_by_type", None))
     raws = _group(comments, src)
     owners = _owner_ranges(parsed, src)
     by_kernel: dict[int, list[_Raw]] = {}
@@ -100,7 +105,10 @@ def attach(root_node, src, parsed: ParsedFile) -> None:
                       raw.span)
             parsed.findings.extend(ctx.findings)
     for kernel in parsed.kernels:
+        if kernel.budget_exhausted is not None:
+            continue  # not analysed: its directives are not read either (KS911 says so)
         ctx = _Ctx(parsed, kernel)
+        t0 = time.thread_time()
         try:
             _parse_kernel(kernel, by_kernel.get(id(kernel), []), ctx)
         except Exception as exc:  # a parser bug must not take the file (or the server) down
@@ -109,23 +117,25 @@ def attach(root_node, src, parsed: ParsedFile) -> None:
         if kernel.has_syntax_error:
             ctx.error("KS910", _syntax_message(kernel, src), kernel.name_span)
         parsed.findings.extend(ctx.findings)
+        kernel.front_seconds += time.thread_time() - t0
+        if budget_ms is not None:
+            over_budget(kernel, budget_ms, parsed.findings, "front end")
 
 
 # --- collection -------------------------------------------------------------------------------
 
-def _comments(root_node, src) -> list[_Comment]:
+def _comments(root_node, src, by_type: dict | None = None) -> list[_Comment]:
+    """The file's ``#@`` comments in (row, col) order; ``by_type`` is
+    ``frontend.nodes_by_type(root_node)`` when the caller has it."""
+    from .frontend import nodes_by_type
+
     out: list[_Comment] = []
-    stack = [root_node]
-    while stack:
-        node = stack.pop()
-        if node.type == "comment":
-            text = node.text.decode("utf-8", errors="replace")
-            if text.startswith("#@"):
-                c = _comment(node, text, src)
-                if c is not None:
-                    out.append(c)
-            continue
-        stack.extend(node.children)
+    for node in (by_type or nodes_by_type(root_node))["comment"]:
+        text = node.text.decode("utf-8", errors="replace")
+        if text.startswith("#@"):
+            c = _comment(node, text, src)
+            if c is not None:
+                out.append(c)
     out.sort(key=lambda c: (c.row, c.col))
     return out
 
@@ -841,7 +851,7 @@ def kernel_locals(kernel: KernelInfo) -> set[str]:
     out: set[str] = set()
     if kernel.tree is None:
         return out
-    for node in ast.walk(kernel.tree):
+    for node in astnodes.nodes(kernel.tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             out.add(node.id)
     return out

@@ -51,7 +51,7 @@ def analyze_source(text: str, path: str = "<string>", config: Config | None = No
     config = config or Config()
     started = time.perf_counter()
     if front is None:
-        parsed = frontend.parse_file(text, path)
+        parsed = frontend.parse_file(text, path, budget_ms=config.kernel_budget_ms)
         rule_findings = rules.check_rules(parsed, config)
     else:
         parsed, rule_findings = front
@@ -64,7 +64,9 @@ def analyze_source(text: str, path: str = "<string>", config: Config | None = No
         if kernel.is_helper:
             continue
         summary = KernelSummary(name=kernel.name, span=kernel.span)
-        if kernel.has_syntax_error or kernel.tree is None:
+        if kernel.budget_exhausted is not None:
+            summary.status = "budget"  # the front end or the rules ran out; KS911 says so
+        elif kernel.has_syntax_error or kernel.tree is None:
             summary.status = "syntax-error"
         elif config.fast_only:
             summary.status = "skipped"

@@ -245,10 +245,12 @@ tl.store(o_ptr + i_b * V + offs_v, o, mask=offs_v < V)
 
 # --- KS4xx numerics -----------------------------------------------------------------------
 _code("KS401", "non-neutral-other", "Masked lanes are not neutral for the reduction", _E, """
-A masked `tl.load` fills the masked-off lanes with `other` (0 by default). When those lanes
-flow into a reduction, `other` must be the reduction's identity: `-inf` for `tl.max` and
-logsumexp, `+inf` for `tl.min`, 0 for `tl.sum`, 1 for a product. Otherwise the padding of the
-last tile changes the result.""", """
+A masked `tl.load` fills the masked-off lanes with `other`. When those lanes flow into a
+reduction, `other` must be the reduction's identity: `-inf` for `tl.max` and logsumexp, `+inf`
+for `tl.min`, 0 for `tl.sum`, 1 for a product. Otherwise the padding of the last tile changes
+the result. (Without `other=` the lanes are undefined: see KS403.) When the data is known to be
+non-negative (counts, absolute values written by an earlier kernel), 0 is neutral for
+`tl.max`: declare the tensor and state it with `#@ assume X[i] >= 0`.""", """
 x = tl.load(p + offs, mask=offs < n, other=0.0)
 m = tl.max(x, axis=0)
 """, """
@@ -266,6 +268,21 @@ for k in range(0, K, BLOCK_K):
 acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 for k in range(0, K, BLOCK_K):
     acc += tl.dot(a, b)
+""")
+
+_code("KS403", "undefined-masked-lanes", "Undefined masked-off lanes are observed", _E, """
+A masked `tl.load` without `other=` leaves the masked-off lanes undefined: they hold whatever
+the registers held (the CPU interpreter happens to give 0, a GPU need not). Elementwise math on
+them is harmless as long as the result is stored under the same mask. It is a bug when they
+reach something that reads them: a reduction over the masked axis (`tl.sum`, `tl.max`,
+`tl.min`, `tl.argmax`), the contracted axis of a `tl.dot`, or a store whose mask lets them
+through. Pass the reduction's identity as `other=`, or select them away with
+`tl.where(mask, x, 0.0)`.""", """
+x = tl.load(p + offs, mask=offs < n)
+s = tl.sum(x, axis=0)                # masked lanes are undefined
+""", """
+x = tl.load(p + offs, mask=offs < n, other=0.0)
+s = tl.sum(x, axis=0)
 """)
 
 # --- KS5xx Triton language rules ----------------------------------------------------------

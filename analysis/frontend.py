@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from functools import lru_cache
 
+from . import astnodes
 from .kernel import KernelInfo, Param, ParsedFile
-from .model import Span
+from .model import Finding, Span
 
 # Decorators (after alias resolution) that make a function a Triton jit function.
 _JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit",
@@ -25,11 +27,40 @@ _LONE_CR = re.compile(r"\r(?!\n)")
 
 
 @lru_cache(maxsize=1)
-def _parser():
+def _language():
     import tree_sitter_python
-    from tree_sitter import Language, Parser
+    from tree_sitter import Language
 
-    return Parser(Language(tree_sitter_python.language()))
+    return Language(tree_sitter_python.language())
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    from tree_sitter import Parser
+
+    return Parser(_language())
+
+
+# Node types the front end looks for anywhere in the file (ERROR subtrees included). One
+# query run in tree-sitter's C code replaces a Python walk of every node per kind.
+_QUERY_KINDS = ("function_definition", "assignment", "call", "comment")
+
+
+@lru_cache(maxsize=1)
+def _query():
+    from tree_sitter import Query
+
+    return Query(_language(), " ".join(f"({k}) @{k}" for k in _QUERY_KINDS))
+
+
+def nodes_by_type(root) -> dict[str, list]:
+    """Every ``function_definition``, ``assignment``, ``call`` and ``comment`` node under
+    ``root``, by type, each list in document order (ancestors before descendants)."""
+    from tree_sitter import QueryCursor
+
+    caps = QueryCursor(_query()).captures(root)
+    return {k: sorted(caps.get(k, ()), key=lambda n: (n.start_byte, -n.end_byte))
+            for k in _QUERY_KINDS}
 
 
 class SourceLines:
@@ -68,13 +99,28 @@ def node_text(node) -> str:
     return node.text.decode("utf-8", errors="replace")
 
 
-def parse_file(text: str, path: str = "<string>") -> ParsedFile:
+def parse_file(text: str, path: str = "<string>", *,
+               budget_ms: float | None = None) -> ParsedFile:
     """Parse ``text`` and return its kernels, launch sites, annotations and front-end findings.
+
+    Args:
+        text: the file's text.
+        path: used in findings only.
+        budget_ms: CPU milliseconds (of the calling thread) the front end may spend on one
+            jit function, shared with the language rules (``rules.check_rules`` goes on
+            counting in ``KernelInfo.front_seconds``); None means the default
+            ``Config.kernel_budget_ms``. A function past it gets ``budget_exhausted`` set,
+            no tree and one KS911 information finding; the other functions are unaffected.
 
     Never raises on malformed input: syntax errors are localised to the kernels containing them
     (``KernelInfo.has_syntax_error``, a KS910 finding from the annotation/rules layer).
     """
     from . import annotations, launches  # same package; split by job
+
+    if budget_ms is None:
+        from .config import Config
+
+        budget_ms = Config.kernel_budget_ms
 
     original = text
     if "\r" in text:
@@ -85,8 +131,11 @@ def parse_file(text: str, path: str = "<string>") -> ParsedFile:
     tree = _parser().parse(text.encode("utf-8", errors="surrogatepass"))
     parsed = ParsedFile(path=path, text=original, lines=src.rows)
     parsed.imports = _imports(tree.root_node)
-    jit_wrapped = _jit_assignments(tree.root_node, parsed.imports)
-    for fn_node, decorators in _function_defs(tree.root_node):
+    by_type = nodes_by_type(tree.root_node)
+    parsed._ts_by_type = by_type  # type: ignore[attr-defined]  # front-end private, deleted below
+    jit_wrapped = _jit_assignments(by_type["assignment"], parsed.imports)
+    for fn_node, decorators in _function_defs(by_type["function_definition"]):
+        t0 = time.thread_time()
         name_node = fn_node.child_by_field_name("name")
         if name_node is None:
             continue
@@ -104,7 +153,8 @@ def parse_file(text: str, path: str = "<string>") -> ParsedFile:
             params=_params(fn_node, src),
             decorators=deco_texts,
             source=_slice(src, full_span),
-            has_syntax_error=fn_node.has_error or _has_missing(fn_node),
+            # has_error covers MISSING nodes too (their error cost is positive).
+            has_syntax_error=fn_node.has_error,
         )
         _decorator_params(kernel, decorators, src, parsed.imports, tree.root_node)
         kernel._ts_node = fn_node  # type: ignore[attr-defined]  # front-end private
@@ -113,19 +163,48 @@ def parse_file(text: str, path: str = "<string>") -> ParsedFile:
             kernel.tree = _to_ast(src, fn_node)
             if kernel.tree is None:
                 kernel.has_syntax_error = True
+        kernel.front_seconds += time.thread_time() - t0
+        over_budget(kernel, budget_ms, parsed.findings, "front end")
         parsed.kernels.append(kernel)
     for alias, target in jit_wrapped.items():
         if alias != target and parsed.kernel(target) is not None:
             parsed.imports.setdefault(alias, f"kernel:{target}")
     parsed.launches = launches.find_launches(tree.root_node, src, parsed)
     _mark_helpers(parsed)
-    annotations.attach(tree.root_node, src, parsed)
+    annotations.attach(tree.root_node, src, parsed, budget_ms=budget_ms)
     _unparsed_jit_functions(tree.root_node, src, parsed)
     for kernel in parsed.kernels:  # tree-sitter objects do not escape the front end
         for attr in ("_ts_node", "_ts_decorators"):
             if hasattr(kernel, attr):
                 delattr(kernel, attr)
+    del parsed._ts_by_type
     return parsed
+
+
+def over_budget(kernel: KernelInfo, budget_ms: float, findings: list[Finding],
+                stage: str) -> bool:
+    """Mark ``kernel`` not analysed when its ``front_seconds`` passed ``budget_ms``.
+
+    The first time, drops its tree (nothing later walks it: the rules skip it and the engine
+    does not run) and appends one KS911 information finding naming ``stage`` (``"front end"``
+    or ``"language rules"``) to ``findings``. Returns True when the kernel is (now or
+    already) past its budget.
+    """
+    if kernel.budget_exhausted is not None:
+        return True
+    if kernel.has_syntax_error or kernel.front_seconds * 1000.0 <= budget_ms:
+        return False
+    from . import codes
+
+    kernel.budget_exhausted = stage
+    kernel.tree = None
+    info = codes.get("KS911")
+    findings.append(Finding(
+        code="KS911", severity=info.severity, kernel=kernel.name, span=kernel.name_span,
+        message=f"{info.title}: the front end and the language rules spent more than "
+                f"{budget_ms:.0f} ms on '{kernel.name}' (stopped in the {stage}); it is not "
+                "analysed (split it into helpers, or raise kernel-budget-ms)"))
+    return True
 
 
 def _unparsed_jit_functions(root, src: SourceLines, parsed: ParsedFile) -> None:
@@ -195,38 +274,15 @@ def _slice(src: SourceLines, span: Span) -> str:
     return "\n".join(rows)
 
 
-def _has_missing(node) -> bool:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.is_missing:
-            return True
-        stack.extend(n.children)
-    return False
-
-
-def _function_defs(root):
-    """Yield (function_definition node, [decorator nodes]) for every def, nested ones too."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        t = node.type
-        if t == "decorated_definition":
-            definition = node.child_by_field_name("definition")
-            decos = [c for c in node.children if c.type == "decorator"]
-            if definition is not None and definition.type == "function_definition":
-                yield definition, decos
-                body = definition.child_by_field_name("body")
-                if body is not None:
-                    stack.append(body)
-                continue
-        elif t == "function_definition":
+def _function_defs(defs: list):
+    """Yield (function_definition node, [decorator nodes]) for every def, nested ones too,
+    in file order; ``defs`` are the ``function_definition`` nodes (``nodes_by_type``)."""
+    for node in defs:
+        parent = node.parent
+        if parent is not None and parent.type == "decorated_definition":
+            yield node, [c for c in parent.children if c.type == "decorator"]
+        else:
             yield node, []
-            body = node.child_by_field_name("body")
-            if body is not None:
-                stack.append(body)
-            continue
-        stack.extend(reversed(node.children))
 
 
 def _decorator_expr_text(deco) -> str:
@@ -287,23 +343,22 @@ def _imports(root) -> dict[str, str]:
     return out
 
 
-def _jit_assignments(root, imports: dict[str, str]) -> dict[str, str]:
-    """``kernel = triton.jit(fn)`` -> {"kernel": "fn"} (the wrapped def becomes a kernel)."""
+def _jit_assignments(assignments: list, imports: dict[str, str]) -> dict[str, str]:
+    """``kernel = triton.jit(fn)`` -> {"kernel": "fn"} (the wrapped def becomes a kernel);
+    ``assignments`` are the file's ``assignment`` nodes (``nodes_by_type``). For a name
+    wrapped twice the first assignment in the file wins."""
     out: dict[str, str] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.type == "assignment":
-            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-            if left is not None and right is not None and right.type == "call":
-                fn = right.child_by_field_name("function")
-                args = right.child_by_field_name("arguments")
-                if fn is not None and args is not None and _is_jit(node_text(fn), imports):
-                    positional = [a for a in args.named_children if a.type == "identifier"]
-                    if positional and left.type == "identifier":
-                        out[node_text(left)] = node_text(positional[0])
-                        out.setdefault(node_text(positional[0]), node_text(positional[0]))
-        stack.extend(node.children)
+    for node in reversed(assignments):  # the last write wins: visit the file backwards
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if left is None or right is None or right.type != "call":
+            continue
+        fn = right.child_by_field_name("function")
+        args = right.child_by_field_name("arguments")
+        if fn is not None and args is not None and _is_jit(node_text(fn), imports):
+            positional = [a for a in args.named_children if a.type == "identifier"]
+            if positional and left.type == "identifier":
+                out[node_text(left)] = node_text(positional[0])
+                out.setdefault(node_text(positional[0]), node_text(positional[0]))
     return out
 
 
@@ -379,28 +434,35 @@ def _to_ast(src: SourceLines, fn_node) -> ast.FunctionDef | None:
     if not isinstance(fn, ast.FunctionDef):
         return None
     body_bytes = {}
+    n_rows = len(body)
+    # Per relative row: the indent to add back, and whether byte columns are characters.
+    shifts = [indent if keep else 0 for keep in stripped]
+    ascii_rows = [line.isascii() for line in body]
 
     def char_col(rel_row: int, byte_col: int) -> int:
-        line = body[rel_row] if rel_row < len(body) else ""
-        if line.isascii():
+        if rel_row >= n_rows or ascii_rows[rel_row]:
             return byte_col
         b = body_bytes.get(rel_row)
         if b is None:
-            b = body_bytes[rel_row] = line.encode("utf-8", errors="surrogatepass")
+            b = body_bytes[rel_row] = body[rel_row].encode("utf-8", errors="surrogatepass")
         return len(b[:byte_col].decode("utf-8", errors="replace"))
 
-    for node in ast.walk(fn):
-        if not hasattr(node, "lineno") or node.lineno is None:
+    all_nodes = astnodes.walk_list(fn)
+    for node in all_nodes:
+        lineno = getattr(node, "lineno", None)
+        if lineno is None:
             continue
-        rel = node.lineno - 1
-        shift = indent if rel < len(stripped) and stripped[rel] else 0
+        rel = lineno - 1
+        shift = shifts[rel] if rel < n_rows else 0
         node.col_offset = char_col(rel, node.col_offset) + shift
         node.lineno = rel + r0 + 1
-        end_rel = (node.end_lineno or node.lineno) - 1
-        if getattr(node, "end_lineno", None) is not None and node.end_col_offset is not None:
-            end_shift = indent if end_rel < len(stripped) and stripped[end_rel] else 0
+        end_lineno = getattr(node, "end_lineno", None)
+        if end_lineno is not None and node.end_col_offset is not None:
+            end_rel = end_lineno - 1
+            end_shift = shifts[end_rel] if end_rel < n_rows else 0
             node.end_col_offset = char_col(end_rel, node.end_col_offset) + end_shift
             node.end_lineno = end_rel + r0 + 1
+    astnodes.remember(fn, all_nodes)  # the walk above is the one every later pass reuses
     return fn
 
 
@@ -412,7 +474,7 @@ def _mark_helpers(parsed: ParsedFile) -> None:
     for k in parsed.kernels:
         if k.tree is None:
             continue
-        for node in ast.walk(k.tree):
+        for node in astnodes.nodes(k.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 if node.func.id in names and node.func.id != k.name:
                     called.add(node.func.id)

@@ -5,17 +5,22 @@ Most real kernels carry no ``#@`` directives, but the function that launches the
 pointer argument addresses, which argument is a stride or a size of which tensor, and how many
 programs run. This module turns that into the directives a user would have written:
 
-* ``#@ tensor X = x_ptr[r: n_rows, c: n_cols] strides(stride_xr, 1)`` for every pointer
-  argument bound to a tensor whose every size is passed to the kernel (``x.shape[i]``,
-  ``x.size(i)``, ``x.numel()`` for a flat tensor); strides come from ``x.stride(i)``
-  arguments, a missing last stride is 1, no stride argument at all means row-major.
+* ``#@ tensor X = x_ptr[r: n_rows, c: n_cols] strides(stride_xr, 1)`` for a pointer argument
+  bound to a tensor whose layout the launch site fixes completely (``_layout``): its rank is
+  known (``a, b = x.shape``, or a size and a stride passed for every dimension), every size is
+  a kernel argument, and every access through the pointer uses exactly the declared strides;
+  ``x.numel()`` gives a flat tensor only when the addresses use no other runtime argument.
+  Strides come from ``x.stride(i)`` arguments, a missing last stride is 1, no stride argument
+  at all means row-major. Pointers accessed only in a helper, or through an index loaded from
+  memory (gather/scatter), are not declared.
 * ``#@ grid (cdiv(n, BLOCK),)`` when the launch grid is written literally and every name in it
   maps to a kernel argument (``triton.cdiv`` becomes ``cdiv``, host variables are traced one
   assignment back in the launching function, ``META['BLOCK']`` is ``BLOCK``).
 * ``#@ assume A == B`` for two size arguments that are the same host value.
 
-Only what is certain is emitted: a tensor with an unknown size, or a grid with a name that is
-not a kernel argument, is left out (a wrong directive would produce false findings).
+Only what is certain is emitted: a tensor with an unknown size or rank, or a grid with a name
+that is not a kernel argument, is left out (a wrong directive would produce false findings;
+docs/corpus.md, "Inferred annotations", has the measurement behind each rule).
 
 The language server offers the lines as a code action; the engine applies
 ``with_inferred_annotations`` before interpreting plain code, so un-annotated kernels with a
@@ -31,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from .exprs import parse_expr
 from .kernel import (Dim, Directive, Expr, GridDecl, KernelInfo, LaunchSite,
                      ParsedFile, TensorDecl)
-from .launches import bind_args, pointer_params
+from .launches import _MEMORY_OPS, bind_args, pointer_params
 from .model import Fix, Span, TextEdit
 
 _IDENT = re.compile(r"[A-Za-z_]\w*$")
@@ -115,22 +120,20 @@ def annotation_fix(parsed: ParsedFile, kernel: KernelInfo) -> Fix | None:
                "the launch site", (TextEdit(at, body),))
 
 
-_INFER_CACHE: dict = {}
-
-
 def infer(parsed: ParsedFile, kernel: KernelInfo) -> Inferred:
     """The inference for ``kernel`` from the first of its launch sites that binds arguments
     (see module docstring). Never raises on odd launchers: what is not understood is left
     out. The result is shared between callers (the engine asks for the grid twice per
     kernel): treat it as read-only."""
-    key = (id(parsed), kernel.name, kernel.span)
-    hit = _INFER_CACHE.get(key)
-    if hit is not None and hit[0] is parsed and hit[1] is kernel.tree:
-        return hit[2]
+    # Kept on the ParsedFile, so it dies with it: a module-level table keyed by id(parsed)
+    # kept up to 65 whole ParsedFiles alive after their documents were gone.
+    cache = parsed.__dict__.setdefault("_ks_inferred", {})
+    key = (kernel.name, kernel.span)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is kernel.tree:
+        return hit[1]
     out = _infer(parsed, kernel)
-    if len(_INFER_CACHE) > 64:
-        _INFER_CACHE.clear()
-    _INFER_CACHE[key] = (parsed, kernel.tree, out)
+    cache[key] = (kernel.tree, out)
     return out
 
 
@@ -222,6 +225,7 @@ class _HostScope:
 
     def __init__(self, parsed: ParsedFile, launch: LaunchSite):
         self.values: dict[str, ast.expr] = {}
+        self.ranks: dict[str, set[int]] = {}
         tree = module_tree(parsed)
         if tree is None:
             return
@@ -241,7 +245,9 @@ class _HostScope:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     self.values[target.id] = node.value
+                    self._forget_rank(target.id)
                 elif isinstance(target, (ast.Tuple, ast.List)):
+                    self._note_rank(target, node.value)
                     for i, el in enumerate(target.elts):
                         if not isinstance(el, ast.Name):
                             continue
@@ -253,6 +259,36 @@ class _HostScope:
                         elif isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
                                 and v.func.attr in ("size", "stride") and not v.args:
                             self.values[el.id] = ast.Call(v.func, [ast.Constant(i)], [])
+
+    def _forget_rank(self, name: str) -> None:
+        # `x = x.view(-1, n)` after `a, b = x.shape`: the unpacking no longer says x's rank
+        self.ranks.pop(name, None)
+
+    def _note_rank(self, target: ast.Tuple | ast.List, value: ast.expr) -> None:
+        """``a, b = x.shape`` (or ``x.size()``) says ``x`` has exactly two dimensions."""
+        for el in target.elts:
+            if isinstance(el, ast.Name):
+                self._forget_rank(el.id)
+        if any(isinstance(el, ast.Starred) for el in target.elts):
+            return
+        obj = None
+        if isinstance(value, ast.Attribute) and value.attr == "shape":
+            obj = value.value
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                value.func.attr == "size" and not value.args and not value.keywords:
+            obj = value.func.value
+        if obj is not None:
+            key = _canon(obj)
+            if key:
+                self.ranks.setdefault(key, set()).add(len(target.elts))
+
+    def rank(self, name: str) -> int | None:
+        """The number of dimensions of host tensor ``name`` when a tuple unpacking of its shape
+        says it (and no two unpackings disagree), else None."""
+        r = self.ranks.get(name)
+        if r is None and self.same_shape_as(name) is not None:
+            r = self.ranks.get(self.same_shape_as(name))
+        return next(iter(r)) if r and len(r) == 1 else None
 
     def same_shape_as(self, name: str) -> str | None:
         """``y = torch.empty_like(x)`` (or zeros_like/...) -> ``"x"``."""
@@ -335,11 +371,13 @@ def _to_kernel(node: ast.expr, forms: dict[str, str], host: _HostScope, params: 
             not isinstance(node.value, bool):
         return node
     if isinstance(node, ast.Name):
-        if node.id in params:
-            return node
         v = host.values.get(node.id)
         if v is not None:
+            # a host variable that happens to share a kernel parameter's name (`D = x.shape[1]`
+            # while the kernel's D gets `group_size`) is the host value, not the parameter
             return _to_kernel(v, forms, host, params, depth + 1)
+        if node.id in params:
+            return node
         return None
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult,
                                                             ast.FloorDiv, ast.Mod)):
@@ -364,10 +402,12 @@ def _to_kernel(node: ast.expr, forms: dict[str, str], host: _HostScope, params: 
 # --- tensors --------------------------------------------------------------------------------
 
 def _tensors(kernel: KernelInfo, bound: dict, host: _HostScope) -> list[InferredTensor]:
+    """The tensors whose layout the launch site fixes completely (see ``_layout``)."""
     pointers = pointer_params(kernel)
     params = {p.name for p in kernel.params}
     by_tensor: dict[str, dict] = {}
     ptr_of: dict[str, str] = {}
+    stride_like: set[str] = {p for p in params if "stride" in p.lower()}
     for pname, arg in bound.items():
         src = arg.source
         if not src:
@@ -379,44 +419,38 @@ def _tensors(kernel: KernelInfo, bound: dict, host: _HostScope) -> list[Inferred
             if src[0] in ("shape", "stride", "numel") else None
         if info is None:
             continue
+        if src[0] == "stride":
+            stride_like.add(pname)
         if src[0] == "numel":
             info["numel"] = info["numel"] or pname
         elif isinstance(src[2], int) and src[2] >= 0:
             info[src[0]].setdefault(src[2], pname)
+        else:
+            info["odd"] = True  # x.shape[-1]: which dimension is unknown without the rank
+    # a constexpr stride (`inp_stride: tl.constexpr`) scales addresses like a runtime one
+    runtime = {p.name for p in kernel.params
+               if not p.is_constexpr or "stride" in p.name.lower()} - pointers
+    uses = address_params(kernel, pointers)
     out: list[InferredTensor] = []
     used_names = set(params)
     for tensor, ptr in ptr_of.items():
         info = by_tensor.get(tensor)
-        if (info is None or not (info["shape"] or info["numel"])) and host.same_shape_as(
-                tensor) in by_tensor:
-            twin = by_tensor[host.same_shape_as(tensor)]
-            info = {"shape": twin["shape"], "numel": twin["numel"],
+        twin = host.same_shape_as(tensor)
+        if (info is None or not (info["shape"] or info["numel"])) and twin in by_tensor:
+            tw = by_tensor[twin]
+            info = {"shape": tw["shape"], "numel": tw["numel"], "odd": tw.get("odd"),
                     "stride": (info or {}).get("stride", {})}
-        if info is None:
+        if info is None or info.get("odd"):
             continue
-        rank = max([*info["shape"], *info["stride"]], default=-1) + 1
-        sizes: list[str] | None
-        if info["shape"] and all(i in info["shape"] for i in range(rank)):
-            sizes = [info["shape"][i] for i in range(rank)]
-        elif info["numel"] and rank <= 1:
-            sizes = [info["numel"]]
-            rank = 1
-        else:
+        if not uses.get(ptr):
+            continue  # accessed in a helper (or not at all): its addresses are not seen here
+        if any(LOADED in u for u in uses.get(ptr, [])):
+            continue  # indices read from memory can be anything: no size judges them
+        layout = _layout(info, host.rank(tensor), [u & runtime for u in uses.get(ptr, [])],
+                         stride_like)
+        if layout is None:
             continue
-        strides: list[str] | None = None
-        if info["stride"]:
-            strides = []
-            for i in range(rank):
-                if i in info["stride"]:
-                    strides.append(info["stride"][i])
-                elif i == rank - 1:
-                    strides.append("1")
-                else:
-                    strides = None
-                    break
-            if strides is not None and all(s == "1" for s in strides[-1:]) and \
-                    len(strides) == 1:
-                strides = None
+        sizes, strides = layout
         dims: list[tuple[str, str]] = []
         taken: set[str] = set()
         for s in sizes:
@@ -426,6 +460,127 @@ def _tensors(kernel: KernelInfo, bound: dict, host: _HostScope) -> list[Inferred
         name = _tensor_name(tensor, used_names)
         used_names.add(name)
         out.append(InferredTensor(name, ptr, dims, strides, tensor))
+    return out
+
+
+def _layout(info: dict, rank: int | None, used: list[set[str]],
+            stride_like: set[str]) -> tuple[list[str], list[str] | None] | None:
+    """Sizes and strides (None: row-major) of one host tensor, or None unless certain.
+
+    A wrong declaration is worse than none (every access would be checked against it), so a
+    layout is only returned when:
+
+    * the rank is known: from ``a, b = x.shape`` in the launcher, or from sizes *and* strides
+      passed for every dimension ``0..r-1`` (a stride pair says how the kernel walks ``x``);
+      one ``x.shape[0]`` alone says nothing about the other dimensions
+      (``N = x.numel() // M`` is no size the launch site names);
+    * every size of those dimensions is a kernel argument;
+    * every address through the pointer (``used``: the runtime arguments each access's
+      address mentions) uses every declared non-unit stride and no stride-like argument the
+      declaration lacks (another tensor's stride, a stride of a dimension not declared);
+    * a flat ``x.numel()`` declaration only when the addresses mention no runtime argument but
+      the element count itself (``row * stride + col`` against ``numel`` is not provable).
+    """
+    shape, stride, numel = info["shape"], info["stride"], info["numel"]
+    full = rank
+    if full is None and shape and stride and set(shape) == set(stride) == set(range(len(shape))):
+        full = len(shape)
+    if full is not None and all(i in shape for i in range(full)) and \
+            set(stride) <= set(range(full)) and set(shape) <= set(range(full)):
+        sizes = [shape[i] for i in range(full)]
+        strides: list[str] | None
+        if stride:
+            strides = []
+            for i in range(full):
+                if i in stride:
+                    strides.append(stride[i])
+                elif i == full - 1:
+                    strides.append("1")
+                else:
+                    return None
+            needed = [s for s in strides if s != "1"]
+            if full == 1 and strides == ["1"]:
+                strides = None
+        else:
+            strides = None
+            needed = sizes[1:]  # row-major: the offset multiplies by the later sizes
+        if all(all(n in u for n in needed) and not (u & stride_like) - set(needed)
+               for u in used):
+            return sizes, strides
+        # a flat walk over a multi-dimensional tensor may still be a 1-D use of numel
+    if numel and not stride and all(not u - {numel} for u in used):
+        return [numel], None
+    return None
+
+
+# Marker in ``address_params``: the address adds a value loaded from memory.
+LOADED = "<loaded>"
+
+
+def address_params(kernel: KernelInfo, pointers: set[str]) -> dict[str, list[set[str]]]:
+    """For each pointer parameter, per memory access through it, the other parameters the
+    access's address mentions.
+
+    Follows local assignments (``X += row * stride``, ``ptrs = base + offs``, loop targets
+    take their ``range`` bounds) from the pointer argument of every memory operation. Values
+    loaded through another pointer contribute their parameters (conservative: more parameters
+    mean less inference) but do not make that pointer a base of the address.
+    """
+    names = {p.name for p in kernel.params}
+    out: dict[str, list[set[str]]] = {}
+    if kernel.tree is None:
+        return out
+    assigned: dict[str, list[ast.expr]] = {}
+
+    def bind(target: ast.expr, value: ast.expr) -> None:
+        if isinstance(target, ast.Name):
+            assigned.setdefault(target.id, []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for el in target.elts:
+                bind(el.value if isinstance(el, ast.Starred) else el, value)
+
+    for node in ast.walk(kernel.tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                bind(t, node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            bind(node.target, node.value)
+        elif isinstance(node, ast.For):
+            bind(node.target, node.iter)
+        elif isinstance(node, ast.NamedExpr):
+            bind(node.target, node.value)
+    for node in ast.walk(kernel.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MEMORY_OPS):
+            continue
+        ptr = node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg in ("pointer", "base")), None)
+        if ptr is None:
+            continue
+        bases: set[str] = set()
+        used: set[str] = set()
+        seen: set[tuple[str, bool]] = set()
+        stack: list[tuple[ast.AST, bool]] = [(ptr, True)]
+        while stack:
+            e, direct = stack.pop()
+            if isinstance(e, ast.Name):
+                if (e.id, direct) in seen:
+                    continue
+                seen.add((e.id, direct))
+                if e.id in names:
+                    (bases if direct and e.id in pointers else used).add(e.id)
+                for v in assigned.get(e.id, []):
+                    stack.append((v, direct))
+                continue
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                    e.func.attr in _MEMORY_OPS:
+                if direct:
+                    used.add(LOADED)  # a gather/scatter index: data, not a size
+                stack.extend((c, False) for c in ast.iter_child_nodes(e))
+                continue
+            stack.extend((c, direct) for c in ast.iter_child_nodes(e))
+        for b in bases:
+            out.setdefault(b, []).append(used - pointers)
     return out
 
 

@@ -225,6 +225,11 @@ class KernelInfo:
             columns in the file; None when the function has a syntax error.
         is_helper: True for a jit function that some kernel calls and that is never launched.
         has_syntax_error: tree-sitter found ERROR/MISSING nodes inside the definition.
+        front_seconds: CPU seconds (of the analysing thread) the front end and the language
+            rules spent on this function so far.
+        budget_exhausted: why the function is not analysed although it parses (the front
+            end and the rules ran past ``Config.kernel_budget_ms``; a KS911 says so), else
+            None. The engine does not run on such a kernel.
     """
 
     name: str
@@ -240,6 +245,8 @@ class KernelInfo:
     tree: ast.FunctionDef | None = None
     is_helper: bool = False
     has_syntax_error: bool = False
+    front_seconds: float = 0.0
+    budget_exhausted: str | None = None
 
     def param(self, name: str) -> Param | None:
         for p in self.params:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
+from . import astnodes
 from .exprs import make_expr, parse_expr
 from .kernel import Expr, KernelInfo, LaunchArg, LaunchSite, ParsedFile
 from .model import Span
@@ -54,18 +55,17 @@ def find_launches(root_node, src, parsed: ParsedFile) -> list[LaunchSite]:
     kernels = {k.name for k in parsed.kernels}
     if not kernels:
         return []
+    from .frontend import nodes_by_type
+
+    by_type = getattr(parsed, "_ts_by_type", None) or nodes_by_type(root_node)
     out: list[LaunchSite] = []
-    stack = [root_node]
-    while stack:
-        node = stack.pop()
-        if node.type == "call":
-            try:
-                site = _launch(node, src, parsed, kernels)
-            except (RecursionError, ValueError, IndexError):
-                site = None  # an unreadable launch is skipped; the kernels are still analysed
-            if site is not None:
-                out.append(site)
-        stack.extend(reversed(node.children))
+    for node in by_type["call"]:
+        try:
+            site = _launch(node, src, parsed, kernels)
+        except (RecursionError, ValueError, IndexError):
+            site = None  # an unreadable launch is skipped; the kernels are still analysed
+        if site is not None:
+            out.append(site)
     out.sort(key=lambda s: (s.span.line, s.span.col))
     return out
 
@@ -153,6 +153,14 @@ class _Scope:
         self.src = src
         self.assigned: dict[str, list[tuple[int, object, int | None]]] = {}
         self.functions: dict[str, object] = {}
+        self.params: set[str] = set()
+        if scope_node.type == "function_definition":
+            ps = scope_node.child_by_field_name("parameters")
+            for c in (ps.named_children if ps is not None else []):
+                n = c if c.type == "identifier" else next(
+                    (x for x in c.named_children if x.type == "identifier"), None)
+                if n is not None:
+                    self.params.add(_text(n))
         self._collect(scope_node, before_row)
 
     def _collect(self, scope_node, before_row: int) -> None:
@@ -190,12 +198,33 @@ class _Scope:
                     self.assigned.setdefault(_text(el), []).append((row, right, i))
 
     def lookup(self, name: str):
-        """The last (value node, element index or None) assigned to ``name``, or None."""
+        """The last (value node, element index or None) assigned to ``name``, or None.
+
+        None too when that assignment sits in a branch or loop and the name has another
+        value on the other path (a launcher parameter, an earlier assignment): in
+        ``if group_size is None: group_size = D`` the argument is not always ``D``."""
         entries = self.assigned.get(name)
         if not entries:
             return None
         row, value, index = max(entries, key=lambda e: e[0])
+        if _conditional(value) and (len(entries) > 1 or name in self.params):
+            return None
         return value, index
+
+
+_BRANCHES = {"if_statement", "elif_clause", "else_clause", "for_statement", "while_statement",
+             "try_statement", "except_clause", "finally_clause", "match_statement",
+             "case_clause"}  # a `with` body always runs
+
+
+def _conditional(node) -> bool:
+    """The assignment whose value is ``node`` runs only on some paths of its function."""
+    n = node.parent
+    while n is not None and n.type not in ("function_definition", "module"):
+        if n.type in _BRANCHES:
+            return True
+        n = n.parent
+    return False
 
 
 def _enclosing_function(node):
@@ -420,7 +449,7 @@ def pointer_params(kernel: KernelInfo) -> set[str]:
     if kernel.tree is None:
         return out
     assigned: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(kernel.tree):
+    for node in astnodes.nodes(kernel.tree):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
@@ -429,7 +458,7 @@ def pointer_params(kernel: KernelInfo) -> set[str]:
             assigned.setdefault(node.target.id, []).append(
                 ast.BinOp(left=ast.Name(node.target.id), op=node.op, right=node.value))
     bases: list[ast.expr] = []
-    for node in ast.walk(kernel.tree):
+    for node in astnodes.nodes(kernel.tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in _MEMORY_OPS and node.args:
             bases.append(node.args[0])

@@ -25,11 +25,12 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+import time
 from functools import lru_cache
 
-from . import codes
+from . import astnodes, codes
 from .config import Config
-from .frontend import ast_span, resolve
+from .frontend import ast_span, over_budget, resolve
 from .kernel import KernelInfo, Param, ParsedFile
 from .launches import bind_args
 from .model import Finding, Fix, Span, TextEdit
@@ -76,24 +77,38 @@ def check_rules(parsed: ParsedFile, config: Config) -> list[Finding]:
 
     Returns findings with exact spans and, where a fix is mechanical, ``Finding.fixes``.
     Findings of codes disabled by ``config`` are left out. Never raises on user code.
+
+    Budget: the rules of one function share ``config.kernel_budget_ms`` of CPU time (of the
+    calling thread) with what the front end already spent on it (``KernelInfo.front_seconds``).
+    Past it the function's remaining rules are skipped, the findings made so far stand, and
+    the function is marked not analysed (``budget_exhausted``, one KS911 information).
     """
     version = installed_triton_version()
     called = _called_names(parsed)
     launched = {l.kernel for l in parsed.launches}
+    budget_s = config.kernel_budget_ms / 1000.0
     out: list[Finding] = []
     for kernel in parsed.kernels:
-        if kernel.tree is None:
+        if kernel.tree is None or kernel.budget_exhausted is not None:
             continue
+        t0 = time.thread_time()
+        found: list[Finding] = []
         try:
-            out.extend(_KernelRules(kernel, parsed, version, called, launched).run())
+            _KernelRules(kernel, parsed, version, called, launched,
+                         deadline=t0 + budget_s - kernel.front_seconds, findings=found).run()
+        except _OutOfBudget:
+            pass  # what was found stands; over_budget below reports the KS911
         except RecursionError:
-            continue  # pathological nesting: the other rules and kernels still run
+            found = []  # pathological nesting: the other rules and kernels still run
         except Exception as exc:  # a rule bug must not take the file (or the server) down
             info = codes.get("KS911")
-            out.append(Finding(code="KS911", message=f"{info.title}: internal error in the "
-                               f"language rules: {type(exc).__name__}: {exc}",
-                               span=kernel.name_span, severity=info.severity,
-                               kernel=kernel.name))
+            found = [Finding(code="KS911", message=f"{info.title}: internal error in the "
+                             f"language rules: {type(exc).__name__}: {exc}",
+                             span=kernel.name_span, severity=info.severity,
+                             kernel=kernel.name)]
+        out.extend(found)
+        kernel.front_seconds += time.thread_time() - t0
+        over_budget(kernel, config.kernel_budget_ms, out, "language rules")
     return [f for f in out if config.enabled(f.code)]
 
 
@@ -103,11 +118,15 @@ def _called_names(parsed: ParsedFile) -> set[str]:
     for k in parsed.kernels:
         if k.tree is None:
             continue
-        for node in ast.walk(k.tree):
+        for node in astnodes.nodes(k.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                     and node.func.id in names and node.func.id != k.name:
                 out.add(node.func.id)
     return out
+
+
+class _OutOfBudget(Exception):
+    """The rules of one function ran past its deadline (``check_rules`` catches it)."""
 
 
 class _Case:
@@ -120,11 +139,16 @@ class _Case:
 
 class _KernelRules:
     def __init__(self, kernel: KernelInfo, parsed: ParsedFile, version, called: set[str],
-                 launched: set[str]):
+                 launched: set[str], *, deadline: float = float("inf"),
+                 findings: list[Finding] | None = None):
         self.k = kernel
         self.parsed = parsed
         self.version = version
-        self.findings: list[Finding] = []
+        self.deadline = deadline  # time.thread_time() value; past it: _OutOfBudget
+        self._ticks = 0
+        self.findings: list[Finding] = findings if findings is not None else []
+        self.nodes = astnodes.nodes(kernel.tree)
+        self._tl_used: set[str | None] | None = None
         self.params = {p.name: p for p in kernel.params}
         self.constexpr = {p.name for p in kernel.params if p.is_constexpr}
         # Parameters of helpers take constexpr-ness from their callers' arguments; only
@@ -137,6 +161,12 @@ class _KernelRules:
         self.dead = self._maybe_dead()
 
     # --- helpers ------------------------------------------------------------------------
+
+    def tick(self, every: int = 64) -> None:
+        """Check the deadline once per ``every`` calls (reading the clock costs ~1 us)."""
+        self._ticks += 1
+        if self._ticks % every == 0 and time.thread_time() > self.deadline:
+            raise _OutOfBudget()
 
     def _tl(self, func: ast.expr) -> str | None:
         """``tl.arange`` -> ``"arange"`` when ``func`` names a triton.language member."""
@@ -164,7 +194,7 @@ class _KernelRules:
     def _single_assignments(self) -> dict[str, ast.expr]:
         counts: dict[str, int] = {}
         values: dict[str, ast.expr] = {}
-        for node in ast.walk(self.k.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 counts[node.id] = counts.get(node.id, 0) + 1
             if isinstance(node, ast.Assign) and len(node.targets) == 1 \
@@ -319,12 +349,16 @@ class _KernelRules:
         """Nodes inside a branch of an ``if`` on a compile-time condition: Triton compiles
         only the branch taken, so a construct there may never reach the compiler."""
         out: set[int] = set()
-        for node in ast.walk(self.k.tree):
+        for node in self.nodes:
             if isinstance(node, (ast.If, ast.IfExp)) and self.compile_time(node.test):
+                self.tick()
                 branches = ([*node.body, *node.orelse] if isinstance(node, ast.If)
                             else [node.body, node.orelse])
                 for stmt in branches:
-                    out.update(id(n) for n in ast.walk(stmt))
+                    # Breadth-first order meets an enclosing branch first: a subtree already
+                    # in ``out`` is complete, and walking it again made elif chains quadratic.
+                    if id(stmt) not in out:
+                        out.update(id(n) for n in astnodes.walk_list(stmt))
         return out
 
     def constexpr_fix(self, p: Param) -> list[Fix]:
@@ -346,8 +380,9 @@ class _KernelRules:
     # --- rules --------------------------------------------------------------------------
 
     def run(self) -> list[Finding]:
-        calls = [n for n in ast.walk(self.k.tree) if isinstance(n, ast.Call)]
+        calls = [n for n in self.nodes if isinstance(n, ast.Call)]
         for call in calls:
+            self.tick()
             name = self._tl(call.func)
             if name == "arange":
                 self.check_arange(call)
@@ -427,8 +462,9 @@ class _KernelRules:
                 return
 
     def _uses(self, names: set[str]) -> bool:
-        return any(self._tl(n.func) in names for n in ast.walk(self.k.tree)
-                   if isinstance(n, ast.Call))
+        if self._tl_used is None:  # once per kernel, not once per block-pointer call
+            self._tl_used = {self._tl(n.func) for n in self.nodes if isinstance(n, ast.Call)}
+        return not self._tl_used.isdisjoint(names)
 
     # KS508 ignores compile-time branches: a kernel whose every branch uses block pointers
     # fails in all of them; a kernel that also uses the other API is taken to dispatch on
@@ -493,7 +529,9 @@ class _KernelRules:
 
     def check_python_constructs(self) -> None:
         fn = self.k.tree
-        for node in ast.walk(fn):
+        for i, node in enumerate(self.nodes):
+            if i & 1023 == 1023:
+                self.tick(1)
             if node is fn:
                 continue
             what = _unsupported(node, self)
@@ -506,7 +544,7 @@ class _KernelRules:
     # --- tl.dot shapes --------------------------------------------------------------------
 
     def check_dots(self) -> None:
-        dots = [n for n in ast.walk(self.k.tree)
+        dots = [n for n in self.nodes
                 if isinstance(n, ast.Call) and self._tl(n.func) == "dot" and len(n.args) >= 2]
         if not dots:
             return
@@ -567,6 +605,7 @@ class _ShapeInference:
             self.stmt(stmt)
 
     def stmt(self, s: ast.stmt) -> None:
+        self.r.tick()
         if isinstance(s, (ast.If, ast.While)):
             self.scan(s.test)
             before = dict(self.env)

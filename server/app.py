@@ -63,9 +63,23 @@ class KernelsightServer(LanguageServer):
 
     @property
     def push_mode(self) -> bool:
-        """Push diagnostics unless the client announced pull support."""
-        caps = self.client_capabilities
-        return not (caps and caps.text_document and caps.text_document.diagnostic)
+        """Push diagnostics unless the client both pulls them (``textDocument.diagnostic``)
+        and lets the server ask for a new pull (``workspace.diagnostics.refreshSupport``).
+
+        A pull client without the refresh request would keep the fast tier's result of the
+        last edit after a save-time (full) analysis until its next edit; such a client gets
+        push diagnostics only (no diagnostic provider is announced, so nothing is shown
+        twice). docs/server.md states the rule.
+        """
+        return not (self.client_supports("text_document.diagnostic")
+                    and self.client_supports("workspace.diagnostics.refresh_support"))
+
+    def drop_pull_provider_unless_pulled(self) -> None:
+        """Called from the ``initialize`` handler, before pygls computes the capabilities:
+        a push-mode client is not offered ``textDocument/diagnostic``."""
+        if self.push_mode:
+            for method in (t.TEXT_DOCUMENT_DIAGNOSTIC, t.WORKSPACE_DIAGNOSTIC):
+                self.protocol.fm.features.pop(method, None)
 
     def client_supports(self, dotted: str) -> bool:
         node = self.client_capabilities

@@ -8,11 +8,12 @@ offered UTF-8 or UTF-32). Every range the server sends goes through ``LineIndex`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as t
 
-from kernelsight.analysis import codes
-from kernelsight.analysis.model import Finding, HoverInfo, Span
+if TYPE_CHECKING:  # the analysis package loads with the first analysis, not at start-up
+    from kernelsight.analysis.model import Finding, HoverInfo, Span
 
 SOURCE = "kernelsight"
 
@@ -144,6 +145,8 @@ def hover_markdown(h: HoverInfo) -> str:
 
 def code_markdown(code: str, message: str | None = None) -> str:
     """Explanation of a diagnostic code with its wrong/right example (from the registry)."""
+    from kernelsight.analysis import codes
+
     c = codes.CODES.get(code)
     if c is None:
         return f"**{code}**" + (f": {message}" if message else "")

@@ -14,10 +14,11 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from kernelsight.analysis import api
-from kernelsight.analysis.api import Analysis
-from kernelsight.analysis.config import Config
+if TYPE_CHECKING:  # the analysis loads on the first run, after `initialize` is answered
+    from kernelsight.analysis.api import Analysis
+    from kernelsight.analysis.config import Config
 
 
 class TierGate:
@@ -176,7 +177,7 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
         Cancelled: ``cancel`` was set.
         ImportError: a part of the analysis (front end, rules, engine) is not installed.
     """
-    from kernelsight.analysis import frontend, rules  # lazy: tree-sitter loads here
+    from kernelsight.analysis import api, frontend, rules  # lazy: tree-sitter loads here
 
     if cancel is not None and cancel.is_set():
         raise Cancelled()
@@ -190,7 +191,7 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
     if front is None:
         GATE.acquire(fast)
         try:
-            parsed = frontend.parse_file(text, path)
+            parsed = frontend.parse_file(text, path, budget_ms=config.kernel_budget_ms)
             rule_findings = rules.check_rules(parsed, config)
         finally:
             GATE.release()
@@ -206,7 +207,10 @@ def run_analysis(text: str, path: str, config: Config, *, fast: bool,
             raise Cancelled()
         if context is None:
             context = _context_digest(parsed)
-        key = (kernel.name, kernel.span, kernel.source, context, config.key())
+        # The source as a digest: verbatim, 256 entries of edits to a 10,000-line kernel
+        # held 256 copies of its text (64 MB).
+        source = hashlib.sha1(kernel.source.encode("utf-8", "surrogatepass")).hexdigest()
+        key = (kernel.name, kernel.span, source, context, config.key())
         hit = cache.get(key) if cache is not None else None
         if hit is not None:
             stats.cached += 1

@@ -5,6 +5,7 @@ notifications about documents that were never opened are ignored instead of surf
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar
 
 from lsprotocol import types as t
 from pygls.exceptions import JsonRpcInvalidParams
@@ -12,6 +13,12 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 log = logging.getLogger("kernelsight.server")
+
+# The ``workDoneToken`` of the ``workspace/executeCommand`` request being handled. pygls hands
+# a command handler only the command's arguments; the handler's task is created right after
+# the override below has set this, so the task's copy of the context holds the request's own
+# token (or None).
+WORK_DONE_TOKEN: ContextVar = ContextVar("kernelsight_work_done_token", default=None)
 
 
 class _Dropped:
@@ -68,6 +75,11 @@ class KernelsightProtocol(LanguageServerProtocol):
                 future.cancel()
         self._shutdown = True
         return None
+
+    @lsp_method(t.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: t.ExecuteCommandParams):
+        WORK_DONE_TOKEN.set(params.work_done_token)
+        return (yield from super().lsp_workspace__execute_command(params))
 
     def _is_open(self, uri: str) -> bool:
         return uri in self.workspace.text_documents

@@ -13,14 +13,14 @@ import os
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-from kernelsight.analysis.api import Analysis
-from kernelsight.analysis.config import ConfigError, find_pyproject
-from kernelsight.analysis.model import Finding, HoverInfo, Related, Span
+from typing import TYPE_CHECKING, Any
 
 from .pipeline import KernelCache, RunStats
 from .settings import Settings
+
+if TYPE_CHECKING:  # imported where used: the analysis package is not loaded at start-up
+    from kernelsight.analysis.api import Analysis
+    from kernelsight.analysis.model import Finding, HoverInfo, Span
 
 log = logging.getLogger("kernelsight.server")
 
@@ -82,6 +82,8 @@ class DocState:
         if self.full is not None and self.full.version == self.version:
             return list(self.full.analysis.report.findings)
         if self.fast is not None and self.fast.version == self.version:
+            from kernelsight.analysis.model import Finding
+
             return sorted(self.fast.analysis.report.findings + self.carried_findings,
                           key=Finding.sort_key)
         return None
@@ -118,6 +120,8 @@ def _shift_span(s: Span, start: int, end: int, delta: int) -> Span | None:
     if s.end_line < start:
         return s
     if s.line > end:
+        from kernelsight.analysis.model import Span
+
         return Span(s.line + delta, s.col, s.end_line + delta, s.end_col)
     return None
 
@@ -126,6 +130,8 @@ def _shift_finding(f: Finding, start: int, end: int, delta: int) -> Finding | No
     span = _shift_span(f.span, start, end, delta)
     if span is None:
         return None
+    from kernelsight.analysis.model import Related
+
     related = []
     for r in f.related:
         rs = _shift_span(r.span, start, end, delta)
@@ -182,6 +188,8 @@ class Session:
         cached = self._resolved.get(folder)
         if cached is not None and not self._pyproject_changed(folder):
             return cached
+        from kernelsight.analysis.config import ConfigError
+
         settings = Settings()
         pyproject = self._load_pyproject(folder)
         if pyproject is not None:
@@ -208,6 +216,8 @@ class Session:
             return True
 
     def _load_pyproject(self, folder: str) -> Settings | None:
+        from kernelsight.analysis.config import ConfigError, find_pyproject
+
         if not folder or not os.path.isdir(folder):
             self._pyproject[folder] = (0.0, None, None)
             return None

@@ -7,9 +7,10 @@ camelCase, kebab-case or snake_case (``maxElements`` = ``max-elements``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernelsight.analysis.config import Config, ConfigError
+if TYPE_CHECKING:
+    from kernelsight.analysis.config import Config
 
 # Keys only the server reads (normalised snake_case) -> (type, default).
 _SERVER_KEYS = {
@@ -43,7 +44,7 @@ class Settings:
             than linearly on some inputs, and a run cannot be interrupted mid-parse).
     """
 
-    config: Config = field(default_factory=Config)
+    config: Config = field(default_factory=lambda: _config_class()())
     docs_url: str = ""
     inlay_hints: bool = False
     code_lens: bool = True
@@ -66,7 +67,7 @@ class Settings:
         if not raw:
             return self
         if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: settings must be an object, got {type(raw).__name__}")
+            raise _config_error(f"{where}: settings must be an object, got {type(raw).__name__}")
         flat = dict(raw)
         agent = flat.pop("agent", None)
         if isinstance(agent, dict):
@@ -86,6 +87,20 @@ class Settings:
         return replace(self, config=config, **changes)
 
 
+def _config_class() -> type:
+    # Imported on first use: the analysis package (and tomllib) is not needed to answer
+    # `initialize`, and the server's start-up time is an editor's wait.
+    from kernelsight.analysis.config import Config
+
+    return Config
+
+
+def _config_error(message: str) -> Exception:
+    from kernelsight.analysis.config import ConfigError
+
+    return ConfigError(message)
+
+
 def _snake(key: str) -> str:
     out = []
     for ch in str(key).replace("-", "_"):
@@ -95,9 +110,9 @@ def _snake(key: str) -> str:
 
 def _check(name: str, value: Any, kind: type, where: str) -> Any:
     if kind is bool and not isinstance(value, bool):
-        raise ConfigError(f"{where}: {name!r} must be true or false")
+        raise _config_error(f"{where}: {name!r} must be true or false")
     if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ConfigError(f"{where}: {name!r} must be a non-negative integer")
+        raise _config_error(f"{where}: {name!r} must be a non-negative integer")
     if kind is str and not isinstance(value, str):
-        raise ConfigError(f"{where}: {name!r} must be a string")
+        raise _config_error(f"{where}: {name!r} must be a string")
     return value

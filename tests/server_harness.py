@@ -41,8 +41,9 @@ def install_apply_edit(client: LanguageClient, answer: bool = True) -> list:
     return applied
 
 
-async def start(client: LanguageClient, *, pull: bool = False, settings: dict | None = None,
-                init_options: dict | None = None, root: Path = ROOT) -> None:
+async def start(client: LanguageClient, *, pull: bool = False, refresh: bool = True,
+                settings: dict | None = None, init_options: dict | None = None,
+                root: Path = ROOT) -> None:
     fix_code_action_union(client)
     client.refreshes = {"codeLens": 0, "inlayHint": 0}
 
@@ -60,10 +61,10 @@ async def start(client: LanguageClient, *, pull: bool = False, settings: dict | 
         caps.text_document.diagnostic = t.DiagnosticClientCapabilities(
             related_information=True, data_support=True)
         caps.workspace.diagnostics = t.DiagnosticWorkspaceClientCapabilities(
-            refresh_support=True)
+            refresh_support=refresh)
     else:
         caps.text_document.diagnostic = None
-    await client.initialize_session(t.InitializeParams(
+    client.init_result = await client.initialize_session(t.InitializeParams(
         capabilities=caps, root_uri=root.as_uri(), initialization_options=init_options,
         workspace_folders=[t.WorkspaceFolder(uri=root.as_uri(), name=root.name)]))
 

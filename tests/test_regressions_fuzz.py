@@ -80,6 +80,59 @@ def test_huge_constant_in_a_kernel_is_not_folded_for_ever(expr):
     assert [k.status for k in report.kernels] in (["analysed"], ["budget"])
 
 
+# Found by reading the language rules for repeated walks (issue 9): two rules walked a
+# subtree once per occurrence of a construct, quadratic in the kernel's size.
+# * KS505 skips constructs inside a branch of an ``if`` on a compile-time condition; every
+#   ``elif`` walked the whole rest of the chain again: 2,000 branches on a constexpr took 28 s.
+# * KS508 (block pointers removed in Triton 3.9) walked the whole kernel once per
+#   ``tl.make_block_ptr`` call: 300 calls took 1.9 s, 600 calls 9.6 s.
+# Fixed in analysis/rules.py (each subtree walked once; the kernel's callees listed once).
+def _elif_chain(branches: int) -> str:
+    body = "".join(f"    {'if' if i == 0 else 'elif'} MODE == {i}:\n        x = x + {i}.0\n"
+                   for i in range(branches))
+    return ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+            "def chain(x_ptr, N, BLOCK: tl.constexpr, MODE: tl.constexpr):\n"
+            "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+            "    x = tl.load(x_ptr + offs, mask=offs < N)\n" + body +
+            "    tl.store(x_ptr + offs, x, mask=offs < N)\n")
+
+
+def _block_pointers(calls: int) -> str:
+    body = "".join(f"    p{i} = tl.make_block_ptr(x_ptr, (N,), (1,), (0,), (BLOCK,), (0,))\n"
+                   for i in range(calls))
+    return ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+            "def ptrs(x_ptr, N, BLOCK: tl.constexpr):\n" + body)
+
+
+def _front_and_rules_cpu(text: str):
+    from kernelsight.analysis import frontend, rules
+    from kernelsight.analysis.config import Config
+
+    t0 = time.thread_time()
+    parsed = frontend.parse_file(text, "quadratic.py", budget_ms=10**9)
+    found = rules.check_rules(parsed, Config(kernel_budget_ms=10**9))
+    return time.thread_time() - t0, parsed, found
+
+
+@pytest.mark.timeout(120)
+def test_elif_chain_on_a_constexpr_costs_the_rules_linear_time():
+    seconds, parsed, found = _front_and_rules_cpu(_elif_chain(2000))
+    assert seconds < 3.0, f"{seconds:.1f} s of CPU (before the fix: 28 s)"
+    assert [k.budget_exhausted for k in parsed.kernels] == [None]
+    assert not any(f.code == "KS505" for f in found)
+
+
+@pytest.mark.timeout(120)
+def test_many_block_pointer_calls_cost_the_rules_linear_time():
+    from kernelsight.analysis.rules import BLOCK_PTR_REMOVED, installed_triton_version
+
+    seconds, parsed, found = _front_and_rules_cpu(_block_pointers(1000))
+    assert seconds < 3.0, f"{seconds:.1f} s of CPU (before the fix: about 25 s)"
+    version = installed_triton_version()
+    expected = 1000 if version is not None and version >= BLOCK_PTR_REMOVED else 0
+    assert sum(f.code == "KS508" for f in found) == expected
+
+
 @pytest.fixture(scope="module")
 def client():
     root = Path(tempfile.mkdtemp(prefix="ksreg"))

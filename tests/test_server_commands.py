@@ -136,3 +136,27 @@ async def test_optimize_reports_cancellable_progress_and_cancel_stops_it(client)
     assert result == {"ok": False, "applied": False, "reason": "cancelled"}
     end = client.progress_reports[token][-1]
     assert isinstance(end, t.WorkDoneProgressEnd) and end.message == "cancelled"
+
+
+@pytest.mark.asyncio
+async def test_optimize_reports_progress_on_the_clients_own_work_done_token(client):
+    from kernelsight.server.features.commands import unavailable_reason
+    reason = unavailable_reason("optimize")
+    if reason:
+        pytest.skip(reason)
+    uri = open_file(client, KERNEL)
+    client.progress_reports["client-token-7"] = []  # the client owns this token
+    fut = asyncio.ensure_future(client.workspace_execute_command_async(t.ExecuteCommandParams(
+        command="kernelsight.optimize", arguments=[uri, "add_kernel"],
+        work_done_token="client-token-7")))
+    await eventually(lambda: client.progress_reports["client-token-7"], what="progress begin")
+    assert list(client.progress_reports) == ["client-token-7"], \
+        "no server-created token when the request carries one"
+    begin = client.progress_reports["client-token-7"][0]
+    assert isinstance(begin, t.WorkDoneProgressBegin) and begin.cancellable
+    client.window_work_done_progress_cancel(
+        t.WorkDoneProgressCancelParams(token="client-token-7"))
+    result = await asyncio.wait_for(fut, 30)
+    assert result == {"ok": False, "applied": False, "reason": "cancelled"}
+    end = client.progress_reports["client-token-7"][-1]
+    assert isinstance(end, t.WorkDoneProgressEnd) and end.message == "cancelled"

@@ -35,6 +35,13 @@ async def pull_client(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
+@pytest_lsp.fixture(config=server_config())
+async def pull_client_without_refresh(lsp_client: LanguageClient):
+    await start(lsp_client, pull=True, refresh=False)
+    yield
+    await lsp_client.shutdown_session()
+
+
 def _codes(diags) -> set[tuple[str, int]]:
     return {(d.code, d.range.start.line) for d in diags or []}
 
@@ -79,6 +86,37 @@ async def test_pull_client_gets_reports_unchanged_ids_and_a_refresh_after_full_a
     assert (code, line1 - 1) in _codes(item.items) and item.version == 1
     await eventually(lambda: client.diagnostic_refresh_count >= 1, what="diagnostic refresh")
     assert client.diagnostics.get(uri) is None, "a pull client gets no pushed diagnostics"
+
+
+@pytest.mark.asyncio
+async def test_pull_client_without_refresh_support_gets_save_time_results_pushed(
+        pull_client_without_refresh):
+    """Such a client could not be told that a save-time analysis changed the result, so the
+    server offers no pull provider and pushes every result, the full tier's included."""
+    client = pull_client_without_refresh
+    assert client.init_result.capabilities.diagnostic_provider is None
+    published = record_publishes(client)
+    [(code, line1)] = expected_findings(BUG)
+    buggy = BUG.read_text()
+    bug_line = buggy.split("\n")[line1 - 1]
+    fixed = buggy.replace(bug_line, bug_line.replace("x + y)", "x + y, mask=mask)"))
+    assert fixed != buggy
+    uri = BUG.with_name("generated_pull_without_refresh.py").as_uri()
+    open_doc(client, uri, fixed)
+    await wait_full(client, uri, 1)
+    assert (await status(client))["push"] is True
+    await eventually(lambda: (uri, 1, 0) in published, what="clean diagnostics of v1")
+    # The edit brings the bug back; the fast tier cannot see it (KS1xx come from the engine).
+    client.text_document_did_change(t.DidChangeTextDocumentParams(
+        text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[t.TextDocumentContentChangeWholeDocument(text=buggy)]))
+    await eventually(lambda: any(p[:2] == (uri, 2) for p in published), what="fast tier of v2")
+    assert (code, line1 - 1) not in _codes(client.diagnostics[uri])
+    client.text_document_did_save(t.DidSaveTextDocumentParams(
+        text_document=t.TextDocumentIdentifier(uri)))
+    await eventually(lambda: (code, line1 - 1) in _codes(client.diagnostics.get(uri)),
+                     what=f"the save-time {code} pushed")
+    assert published[-1][:2] == (uri, 2)
 
 
 @pytest.mark.asyncio

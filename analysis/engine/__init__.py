@@ -8,6 +8,7 @@ kernel text, position, launch sites and settings. See README.md for the internal
 from __future__ import annotations
 
 import ast
+import hashlib
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -25,11 +26,11 @@ from .values import TRUE, b_not, b_or
 MAX_CASES = 3
 # Benchmarks switch the grid-level checks off to time the per-program core separately.
 GRID_CHECKS = True
-# Annotations inferred from the launch site for plain (unannotated) kernels. Off: on the real
-# corpus the inferred tensors (e.g. a 2-D input declared 1-D of its first size, a flattened
-# `row * stride + col` offset against `numel`) turned into false KS101/KS202; see
+# Annotations inferred from the launch site for plain (unannotated) kernels. infer.py only
+# declares a tensor whose rank, sizes and strides the launch site fixes and whose addresses
+# use exactly those strides (a guessed shape gave false KS101/KS202 on the corpus); see
 # analysis/engine/README.md, "Inferred annotations".
-INFER_ANNOTATIONS = False
+INFER_ANNOTATIONS = True
 
 
 @dataclass
@@ -74,12 +75,18 @@ def analyze_kernel(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> Ke
 
 
 def _cache_key(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> tuple:
+    """What the kernel's result depends on, as a short tuple. The texts (the kernel's own
+    source and every other jit function's, which may be helpers) enter as a SHA-256 digest:
+    kept verbatim, each entry held the whole file's kernel sources, and 512 entries of
+    edits to a large file held hundreds of MB."""
     helpers = tuple((k.name, k.source) for k in parsed.kernels if k.name != kernel.name)
     launches = tuple((l.kernel, l.span, tuple((a.name, a.source, a.expr.text) for a in l.args),
                       tuple(g.text for g in l.grid or ()))
                      for l in parsed.launches if l.kernel == kernel.name)
-    return (kernel.name, kernel.source, kernel.span, _annotation_key(kernel, parsed), helpers,
-            launches, config.key())
+    digest = hashlib.sha256(repr((kernel.source, helpers, launches,
+                                  _annotation_key(kernel, parsed))).encode(
+        "utf-8", "surrogatepass")).hexdigest()
+    return (kernel.name, kernel.span, digest, config.key())
 
 
 def _annotation_key(kernel: KernelInfo, parsed: ParsedFile) -> tuple:
@@ -218,22 +225,18 @@ def _walk_stmts(body):
                 yield from _walk_stmts(sub)
 
 
-_MODULE_CACHE: dict[int, tuple] = {}
-
-
 def _launcher_default(parsed: ParsedFile, launch, name: str):
     """The literal default of parameter ``name`` of the function that holds the launch (or a
     plain ``name = literal`` at the top of its body). Only that function's text is parsed."""
     if not launch.function:
         return _NO
-    key = (id(parsed), launch.function)
-    hit = _MODULE_CACHE.get(key)
-    if hit is None or hit[0] is not parsed:
-        hit = (parsed, _function_defaults(parsed, launch))
-        if len(_MODULE_CACHE) > 64:
-            _MODULE_CACHE.clear()
-        _MODULE_CACHE[key] = hit
-    return hit[1].get(name, _NO)
+    # Kept on the ParsedFile, so it dies with it: a module-level table keyed by id(parsed)
+    # kept up to 65 whole ParsedFiles (trees included) alive after their documents were gone.
+    cache = parsed.__dict__.setdefault("_ks_launcher_defaults", {})
+    hit = cache.get(launch.function)
+    if hit is None:
+        hit = cache[launch.function] = _function_defaults(parsed, launch)
+    return hit.get(name, _NO)
 
 
 def _function_defaults(parsed: ParsedFile, launch) -> dict:
@@ -305,7 +308,19 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
     shared_cache: dict = {}
     solvers: list = []
     inferred_grid = _inferred_grid(kernel, parsed)
+    # Autotune configs that differ only in launch options (num_warps, num_stages) give the
+    # same constexpr case: its findings would all be duplicates, so the case is analysed once
+    # and its obligations counted again (the tally counts obligations per case).
+    done_cases: dict[tuple, tuple[int, int, int]] = {}
     for ci, case in enumerate(cases):
+        case_key = tuple(sorted((k, type(v).__name__, repr(v)) for k, v in case.items()))
+        if case_key in done_cases:
+            proved, refuted, unproved = done_cases[case_key]
+            rep.tally.proved += proved
+            rep.tally.refuted += refuted
+            rep.tally.unproved += unproved
+            continue
+        tally_before = (rep.tally.proved, rep.tally.refuted, rep.tally.unproved)
         it = Interp(kernel, parsed, config, case, deadline, record_hovers=(ci == 0),
                     fallback=fallback)
         try:
@@ -350,6 +365,9 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
         if budget_reason or time.perf_counter() > deadline:
             budget_reason = budget_reason or "time budget exhausted"
             break
+        done_cases[case_key] = (rep.tally.proved - tally_before[0],
+                                rep.tally.refuted - tally_before[1],
+                                rep.tally.unproved - tally_before[2])
     out.findings = rep.findings
     out.tally = rep.tally
     out.unknown_kinds = dict(unknown_kinds)

@@ -8,6 +8,7 @@ boxes of a whole grid. Values read from memory and unknown integers raise ``_Unk
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass
 
@@ -178,9 +179,7 @@ def _box(it: Interp, acc: Access, coords: list[Poly], env: dict) -> _Box | None:
             try:
                 lin = _linear(it, c[2], k, ev) if c[0] == "cmp" else None
                 if lin is not None:
-                    a, b = lin
-                    test = _CMP[c[1]]
-                    keep = [x for x in allowed[k] if test(a * x + b)]
+                    keep = _keep_linear(allowed[k], lin[0], lin[1], c[1])
                 else:
                     keep = []
                     for x in allowed[k]:
@@ -209,9 +208,7 @@ def _box(it: Interp, acc: Access, coords: list[Poly], env: dict) -> _Box | None:
                 (k,) = vs
                 lin = _linear(it, c, k, ev)
                 if lin is not None:
-                    a, b = lin
-                    vals = [a * x + b for x in allowed[k]]
-                    axes.append(vals if a > 0 else sorted(set(vals)) if a < 0 else vals[:1])
+                    axes.append(_linear_axis(allowed[k], lin[0], lin[1]))
                     continue
                 name = f"%{k}"
                 axes.append(sorted({ev.poly(c, {name: x}) for x in allowed[k]}))
@@ -227,6 +224,9 @@ def _box(it: Interp, acc: Access, coords: list[Poly], env: dict) -> _Box | None:
         n *= len(a)
     if n > MAX_LANES:
         return None
+    fast = _affine_points(it, ev, allowed, multi, coords)
+    if fast is not None:
+        return _Box((), {}, points=fast)
     pts = set()
     try:
         for lane_vals in itertools.product(*allowed):
@@ -248,6 +248,124 @@ def _box(it: Interp, acc: Access, coords: list[Poly], env: dict) -> _Box | None:
 
 _CMP = {"<": lambda v: v < 0, "<=": lambda v: v <= 0, "==": lambda v: v == 0,
         "!=": lambda v: v != 0}
+
+
+def _linear_axis(xs: list[int], a: int, b: int) -> list[int]:
+    """The ascending values of ``a * x + b`` over the ascending lanes ``xs`` (duplicates
+    only for ``a = 0``, which keeps one)."""
+    if not xs:
+        return []
+    if a == 0:
+        return [b]
+    lo, hi = xs[0], xs[-1]
+    if hi - lo + 1 == len(xs):  # contiguous lanes (the usual mask): an arithmetic range
+        if a > 0:
+            return list(range(a * lo + b, a * hi + b + 1, a))
+        return list(range(a * hi + b, a * lo + b + 1, -a))
+    if a > 0:
+        return [a * x + b for x in xs]
+    return sorted({a * x + b for x in xs})
+
+
+def _affine(it: Interp, p: Poly, ev: "_Evaluator", nvars: int):
+    """``p = b + sum_k a_k * %k`` with lane-independent ``a_k``, ``b``: ``(b, [a_0, a_1,
+    ...])`` evaluated, or None (nonlinear in the lanes, an index inside an opaque term, or a
+    coefficient that cannot be evaluated)."""
+    cache = it.__dict__.setdefault("_grid_affine", {})
+    split = cache.get(p, False)
+    if split is False:
+        split = None
+        rest = p
+        coefs = []
+        for k in range(nvars):
+            name = f"%{k}"
+            q = rest.coefficient_of(name)
+            if q is None or _ivars(it, q):
+                break
+            coefs.append(q)
+            rest = rest.without_atom(name)
+        else:
+            if not _ivars(it, rest):
+                split = (rest, coefs)
+        cache[p] = split
+    if split is None:
+        return None
+    try:
+        return ev.poly(split[0]), [ev.poly(q) for q in split[1]]
+    except _Unknown:
+        return None
+
+
+def _affine_points(it: Interp, ev: "_Evaluator", allowed: list, multi: list,
+                   coords: list[Poly]) -> set | None:
+    """The coordinate tuples of the enabled lanes when every coordinate and every remaining
+    mask conjunct (``cmp`` only) is affine in the lanes: integer arithmetic per lane instead
+    of evaluating polynomials. None when that does not apply (the caller goes lane by lane,
+    which also reports what cannot be evaluated)."""
+    n = len(allowed)
+    if any(not a for a in allowed):
+        return None
+    aff_coords = []
+    for c in coords:
+        a = _affine(it, c, ev, n)
+        if a is None:
+            return None
+        aff_coords.append(a)
+    conds = []
+    for c in multi:
+        if c[0] != "cmp":
+            return None
+        a = _affine(it, c[2], ev, n)
+        if a is None:
+            return None
+        conds.append((_CMP[c[1]], a[0], a[1]))
+    pts = set()
+    for lane_vals in itertools.product(*allowed):
+        ok = True
+        for test, b, coefs in conds:
+            v = b
+            for x, q in zip(lane_vals, coefs):
+                v += q * x
+            if not test(v):
+                ok = False
+                break
+        if ok:
+            elem = []
+            for b, coefs in aff_coords:
+                v = b
+                for x, q in zip(lane_vals, coefs):
+                    v += q * x
+                elem.append(v)
+            pts.add(tuple(elem))
+    return pts
+
+
+def _keep_linear(values: list[int], a: int, b: int, op: str) -> list[int]:
+    """The ``x`` of the ascending list ``values`` with ``a * x + b op 0`` (op in ``< <= ==
+    !=``), found by bisecting at the bound instead of testing lane by lane (tiles of 16k
+    lanes are masked this way once per program and iteration)."""
+    if a == 0:
+        return list(values) if _CMP[op](b) else []
+    if op == "<" or op == "<=":
+        # a*x + b < 0  <=>  a*x <= -b - 1 ;  a*x + b <= 0  <=>  a*x <= -b
+        rhs = -b - 1 if op == "<" else -b
+        if a > 0:
+            return values[:bisect.bisect_right(values, rhs // a)]
+        # a < 0: a*x <= rhs  <=>  x >= ceil(rhs / a)
+        return values[bisect.bisect_left(values, _ceil_div(rhs, a)):]
+    exact = (-b) % a == 0
+    x0 = (-b) // a
+    i = bisect.bisect_left(values, x0)
+    present = exact and i < len(values) and values[i] == x0
+    if op == "==":
+        return [x0] if present else []
+    if op == "!=":
+        return values[:i] + values[i + 1:] if present else list(values)
+    return [x for x in values if _CMP[op](a * x + b)]
+
+
+def _ceil_div(n: int, d: int) -> int:
+    return -((-n) // d)
 
 
 def _linear(it: Interp, p: Poly, k: int, ev: "_Evaluator") -> tuple[int, int] | None:

@@ -14,47 +14,135 @@ from ..model import Related, Span
 from .access import Access
 from .interp import Interp, _src
 from .poly import ZERO, Poly, fmt
-from .render import atom_names, dot_index_name, show, show_mask
+from .render import MESSAGE_TERMS, atom_names, dot_index_name, elide, show, show_mask
 from .report import Reporter, counterexample, insert_kwarg_fix, related_chain, replace_fix
 from .solver import INT32_MAX, Domain, Result, SolverContext
-from .values import (FINITE, POSITIVE, TRUE, UNKNOWN, b_and, b_not, b_or, cmp, conjuncts,
-                     pad_value_ok)
+from .values import (FINITE, POSITIVE, TRUE, UNDEF, UNKNOWN, b_and, b_not, b_or, cmp,
+                     conjuncts, pad_value_ok)
 
 
 def run_checks(it: Interp, solver: SolverContext, rep: Reporter, launch) -> None:
     done: set[int] = set()  # accesses that already have a bounds finding
     for acc in it.accesses:
         _check_overflow(it, solver, rep, acc)
+    # Plain code whose tensors were inferred from the launch site: the kernel's own masks and
+    # wheres explain a bounds bug better than a declaration the user never wrote, so KS104,
+    # KS102/KS105 and KS103 go before KS101 there.
+    inferred = _inferred_decls(it)
+    no_decl: set[int] = set()
     for acc in it.accesses:
+        if acc.base not in inferred:
+            continue
+        before = len(rep.findings)
+        if not (_check_mask_not_applied(it, solver, rep, acc)
+                or _check_inferred_extent(it, solver, rep, acc)):
+            _check_unmasked_beside_masked(it, solver, rep, acc)
+        if len(rep.findings) > before:
+            done.add(acc.id)
+        elif _under_unknown_flag(it, acc, launch):
+            # `if EVEN_K:` set by a host heuristic the file does not show: the unmasked branch
+            # is right exactly when the flag is, which sizes from the launch cannot judge
+            no_decl.add(acc.id)
+    for acc in it.accesses:
+        if acc.id in done or acc.id in no_decl:
+            continue
         if acc.base is not None and acc.base in it.decls:
             if _check_declared(it, solver, rep, acc):
                 done.add(acc.id)
     for acc in it.accesses:
-        if acc.id not in done and _check_mask_not_applied(it, solver, rep, acc):
+        if acc.id not in done and acc.base not in inferred and \
+                _check_mask_not_applied(it, solver, rep, acc):
             done.add(acc.id)
     for acc in it.accesses:
-        if acc.id not in done and _check_inferred_extent(it, solver, rep, acc):
+        if acc.id not in done and acc.base not in inferred and \
+                _check_inferred_extent(it, solver, rep, acc):
             done.add(acc.id)
     for acc in it.accesses:
-        if acc.id not in done:
+        if acc.id not in done and acc.base not in inferred:
             _check_unmasked_beside_masked(it, solver, rep, acc)
     if launch is not None:
         for acc in it.accesses:
             _check_foreign_stride(it, rep, acc, launch)
     for ob in it.obligations:
-        if ob.kind in ("mix", "dot"):
+        # Tags compare dimension names; the names of inferred tensors come from their size
+        # arguments, which say nothing of which coordinates the kernel means to combine (a
+        # shift or stencil is plain code's business), so tag checks need the user's own names.
+        if ob.kind in ("mix", "dot") and not inferred:
             _check_tags(it, solver, rep, ob)
         elif ob.kind == "pad":
             _check_pad(it, solver, rep, ob)
         elif ob.kind == "assert":
             _check_assert(it, solver, rep, ob)
     for acc in it.accesses:
-        if acc.kind == "store" and acc.base in it.decls:
+        if acc.kind in ("store", "atomic") and acc.id not in done and not any(
+                k[:3] == ("bounds", acc.span.line, acc.span.col) for k in rep._seen):
+            # a store with a bounds finding is missing its mask: that finding says it
+            _check_undefined_store(it, solver, rep, acc)
+    for acc in it.accesses:
+        if acc.kind == "store" and acc.base in it.decls and acc.base not in inferred:
             _check_store_alignment(it, solver, rep, acc)
     _check_low_precision(it, rep)
 
 
 # ------------------------------------------------------------------------- helpers
+def _under_unknown_flag(it: Interp, acc: Access, launch) -> bool:
+    """The access runs under a condition on a constexpr flag that the launch site does not
+    pass (no default either): a host heuristic such as ``EVEN_K = K % BLOCK_K == 0`` sets
+    it, and the engine only enumerates its values."""
+    from ..launches import bind_args
+    bound = set(bind_args(launch, it.kernel)) if launch is not None else set()
+    flags = {p.name for p in it.kernel.params
+             if p.is_constexpr and p.default is None and p.name not in bound
+             and (p.name in it.fallback or isinstance(it.consts.get(p.name), bool))}
+    if not flags or it.kernel.tree is None:
+        return False
+    # the case fixes the flag, so the branch leaves no guard: look at the source
+    for node in ast.walk(it.kernel.tree):
+        if isinstance(node, ast.If) and any(isinstance(n, ast.Name) and n.id in flags
+                                            for n in ast.walk(node.test)):
+            if any(n is acc.node for b in node.body + node.orelse for n in ast.walk(b)):
+                return True
+    return False
+
+
+def _mask_atoms(it: Interp) -> set[str]:
+    """Atoms of every mask the kernel computes or applies, and names in any comparison of its
+    source (a branch this case does not take counts: the sizes it bounds tiles by)."""
+    from .values import b_polys
+    out: set[str] = set()
+    if it.kernel.tree is not None:
+        for node in ast.walk(it.kernel.tree):
+            if isinstance(node, ast.Compare):
+                out |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    masks = [a.mask for a in it.accesses if a.mask is not None]
+    masks += [mv.mask for _, mv, _ in it.masks if getattr(mv, "mask", None) is not None]
+    for m in masks:
+        for p in b_polys(m):
+            out |= set(it.terms.deep_atoms(p))
+    return out
+
+
+def _inferred_note(it: Interp, decl) -> list[Related]:
+    """Where a declaration the user never wrote comes from (the launch site)."""
+    if decl.ptr not in _inferred_decls(it):
+        return []
+    dims = ", ".join(f"{d.name}: {d.size.text}" for d in decl.dims)
+    strides = "" if decl.strides is None else \
+        f" strides({', '.join(s.text for s in decl.strides)})"
+    return [Related(decl.span, f"inferred from this launch: {decl.name} = {decl.ptr}[{dims}]"
+                               f"{strides}")]
+
+
+def _inferred_decls(it: Interp) -> set[str]:
+    """Pointers declared by annotations inferred from the launch site, not by the user (the
+    engine completes plain kernels, see ``engine._with_inferred``)."""
+    own = it.parsed.kernel(it.kernel.name) if it.parsed is not None else None
+    if own is None or own is it.kernel:
+        return set()
+    user = {d.ptr for d in own.annotations.tensors.values()}
+    return set(it.decls) - user
+
+
 def _op_name(acc: Access) -> str:
     return {"load": "tl.load", "store": "tl.store", "atomic": "atomic"}[acc.kind] + (
         "" if acc.via == "ptr" else f" ({'block pointer' if acc.via == 'blockptr' else 'descriptor'})")
@@ -175,26 +263,38 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         if ("KS110", r.line, r.col) in rep._seen or ("KS110", r.left, r.right) in rep._seen:
             continue  # one finding per product (and per product text), at its first access
         text = f"int32 product {r.left} * {r.right} <= 2^31 - 1"
+        if r.needs_grid and not all(int(a[3]) in solver.pid_bounds
+                                    for a in it.terms.deep_atoms(r.poly)
+                                    if a in ("pid0", "pid1", "pid2")):
+            # axes 1/2 and tiles: without a grid nothing says how many programs there are
+            # (the one-program-per-row reading is for a scalar of axis 0 only)
+            continue
         if limit <= INT32_MAX:
             rep.outcome("proved", text, acc.span)
             continue
-        res = _overflow_witness(it, solver, r.poly, limit)
+        res = None if r.needs_grid else _overflow_witness(it, solver, r.poly, limit)
         method = "enumeration"
         if res is None:
             method = "smt"
             cond = [cmp(">", r.poly, Poly.const(INT32_MAX)),
                     cmp("<", r.poly, Poly.const(limit))]
-            dom = Domain((), list(acc.loops), list(acc.guards) if _guards_ok(acc) else [])
+            dom = Domain(r.shape, list(acc.loops), list(acc.guards) if _guards_ok(acc) else [])
             hint = [cmp("==", Poly.atom(a), Poly.const(4096)) for a in sorted(r.poly.atoms())
                     if a in it.runtime_params][:1]
-            res = solver.query(cond + hint, dom, small_first=False) if hint else \
-                Result("unknown")
+            if r.needs_grid:
+                # one goal (the solver keeps only premises sharing atoms with the last
+                # condition): the overflow, within a declared tensor of max-elements
+                cond = [b_and(*(cond + _declared_within(it, acc, limit)))]
+                first = hint + cond
+            else:
+                first = cond + hint
+            res = solver.query(first, dom, small_first=False) if hint else Result("unknown")
             if res.status != "sat":
                 res = solver.query(cond, dom, small_first=False)
         status = rep.outcome(res, text, acc.span)
         if status != "refuted":
             continue
-        cex = counterexample(res, it, (), acc.loops, {f"{r.left} * {r.right}": r.poly},
+        cex = counterexample(res, it, r.shape, acc.loops, {f"{r.left} * {r.right}": r.poly},
                              method=method, notes=[f"{r.left} * {r.right} = "
                                     f"{_eval(it, res, r.poly)} > 2^31 - 1 = {INT32_MAX} "
                                     f"(tensors up to max-elements = {limit})"])
@@ -216,6 +316,19 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
                    acc.span, cex, rel, fixes, dedupe=("KS110", r.line, r.col))
         rep._seen.add(("KS110", r.left, r.right))
         return
+
+
+def _declared_within(it: Interp, acc: Access, limit: int) -> list:
+    """A declared tensor holds at most ``limit`` elements: the product of its sizes (the
+    witness must not need a larger tensor than max-elements allows)."""
+    decl = it.decls.get(acc.base) if acc.base else None
+    sizes = it.decl_sizes(decl) if decl is not None else None
+    if not sizes:
+        return []
+    total = Poly.const(1)
+    for s in sizes:
+        total = total * s
+    return [cmp("<=", total, Poly.const(limit))]
 
 
 def _overflow_witness(it: Interp, solver: SolverContext, p: Poly, limit: int) -> Result | None:
@@ -310,6 +423,10 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         rep.outcome("unproved", f"{decl.name} in bounds", acc.span)
         return False
     coords = it.decompose(decl, acc.offset)
+    if coords is None and acc.base in _inferred_decls(it):
+        # the launch site fixed sizes and strides, not how the kernel walks them
+        rep.outcome("unproved", f"{decl.name} in bounds", acc.span)
+        return False
     if coords is None:
         rep.report("KS106", f"{_op_name(acc)} offset {show(acc.offset, it)} does not decompose "
                    f"over the strides declared for {decl.name}", acc.span,
@@ -320,6 +437,7 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         return False
     mask = acc.mask if acc.mask is not None else TRUE
     bounds = _bound_conjuncts(it, mask)
+    aware = _mask_atoms(it) if acc.base in _inferred_decls(it) else None
     for d, c, size in zip(decl.dims, coords, sizes):
         text = f"0 <= {decl.name}.{d.name} = {show(c, it)} < {show(size, it)}"
         lower_ok = _nonneg(it, c, solver) is True
@@ -328,8 +446,14 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         if lower_ok and upper_ok:
             rep.outcome("proved", text, acc.span)
             continue
+        if aware is not None and not set(it.terms.deep_atoms(size)) & aware:
+            # plain code that never compares anything with this size: the kernel relies on
+            # a host fact (BLOCK == n_cols on this path) a launch-site size cannot judge
+            rep.outcome("unproved", text, acc.span)
+            continue
         viol = b_or(cmp("<", c, ZERO), cmp(">=", c, size))
-        if lower_ok:
+        if lower_ok or acc.base in _inferred_decls(it):
+            # negative offsets of plain code are KS102's, which knows its guards
             viol = cmp(">=", c, size)
         res = solver.query([mask, viol], _dom(acc))
         if rep.outcome(res, text, acc.span) != "refuted":
@@ -342,7 +466,8 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         verb = "writes" if acc.kind != "load" else "reads"
         rep.report("KS101", f"{_op_name(acc)} {verb} {decl.name}[{d.name} = {v}] outside "
                    f"0 <= {d.name} < {d.size.text} = {s} for an enabled lane", acc.span, cex,
-                   _related_access(it, acc), fixes, dedupe=("bounds", acc.span.line,
+                   _related_access(it, acc) + _inferred_note(it, decl), fixes,
+                   dedupe=("bounds", acc.span.line,
                                                             acc.span.col, "KS101"))
         return True
     return False
@@ -485,7 +610,8 @@ def _check_inferred_extent(it: Interp, solver: SolverContext, rep: Reporter,
                            acc: Access) -> bool:
     if acc.offset is None or acc.base is None or acc.via != "ptr" or acc.kind == "atomic":
         return False
-    if acc.base in it.decls or _mask_has_opaque(acc.mask):
+    if (acc.base in it.decls and acc.base not in _inferred_decls(it)) or \
+            _mask_has_opaque(acc.mask):
         return False
     if _has_unknown_atoms(it, acc.offset):
         return False
@@ -708,8 +834,9 @@ def _check_tags(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
         names = dict(atom_names(it), **{"%0": kname})
         cex = counterexample(res, it, (), ob.loops,
                              {f"a.{dim}": ca, f"b.{dim}": cb},
-                             notes=[f"a.{dim} = {fmt(ca, names)} = {va}   "
-                                    f"b.{dim} = {fmt(cb, names)} = {vb}"])
+                             notes=[f"a.{dim} = {elide(fmt(ca, names, MESSAGE_TERMS))} = "
+                                    f"{va}   b.{dim} = {elide(fmt(cb, names, MESSAGE_TERMS))}"
+                                    f" = {vb}"])
         cex.element = {kname: res.model.get("%0", 0)}
         rep.report("KS201", f"tl.dot contracts unequal coordinates: a.{dim} != b.{dim} "
                    f"({ta.tensor}.{dim} = {va}, {tb.tensor}.{dim} = {vb})", ob.span, cex, rel)
@@ -770,6 +897,8 @@ def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
         ok = True  # max over non-negative values (abs, exp, squares): 0 is neutral too
     acc = next((a for a in it.accesses if a.id == pad.load_id), None)
     text = f"masked lanes of line {pad.line + 1} neutral for tl.{ob.data['fn']}"
+    if not ok and isinstance(pad.value, float) and _sign_assumed(it, solver, ob, pad, red):
+        ok = True  # `#@ assume X[i] >= 0`: 0 (or any pad below the data) is neutral for max
     if ok is None:
         rep.outcome("unproved", text, ob.span)
         return
@@ -792,6 +921,11 @@ def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
     dom = Domain(ob.shape, list(ob.loops), list(ob.guards) if _guards_ok(ob.guards) else [])
     res = solver.query(rest + [b_not(b_and(*along))], dom)
     if rep.outcome(res, text, acc.span) != "refuted":
+        return
+    if pad.value == UNDEF:
+        neutral = _NEUTRAL[red][1] if red in _NEUTRAL else "0.0" if red == "dot" else None
+        _report_undefined(it, rep, res, acc, pad, ob.span, ob.shape, ob.loops,
+                          _undefined_observer(ob), neutral)
         return
     raw = pad.other_src
     transformed = not _same_value(pad.value, acc.other, raw)
@@ -817,9 +951,143 @@ def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
                    f"{shown}" + (f" (from other={raw})" if transformed else ""))]
     rel += _related_access(it, acc)
     ident = want[0] if want else "its identity"
+    hint = _sign_hint(it, acc, pad, red)
     rep.report("KS401", f"masked lanes are loaded as {raw} and reach tl.{ob.data['fn']} as "
-               f"{shown}, not its identity {ident}", acc.span, cex, rel, fixes,
+               f"{shown}, not its identity {ident}" + hint, acc.span, cex, rel, fixes,
                dedupe=("KS401", acc.span.line, acc.span.col))
+
+
+def _sign_assumed(it: Interp, solver: SolverContext, ob, pad, red: str) -> bool:
+    """The reduced data provably lies on the neutral side of the pad on every enabled lane:
+    ``max`` of values ``>= pad`` (``#@ assume Mid[i] >= 0`` with a 0.0 pad), ``min`` of values
+    ``<= pad``. Only facts the user stated (``assume`` on a declared tensor's reads) can
+    prove it; without them the query is satisfiable and the finding stands."""
+    value = ob.data.get("value")
+    if value is None or red not in ("max", "argmax", "min", "argmin") or \
+            math.isnan(pad.value) or math.isinf(pad.value) or _mask_has_opaque(pad.mask):
+        return False
+    if not any(it.terms.defs.get(a, ("",))[0] == "read" for a in it.terms.deep_atoms(value)):
+        return False  # not data read from memory: no assumption can speak about it
+    if not solver.templates and not solver.assumptions:
+        return False
+    # pads are floats; the data's facts are over integers in z3 (reads are Int): a pad of
+    # 0.0 compares like 0, a fractional pad is not judged
+    if pad.value != int(pad.value):
+        return False
+    bound = Poly.const(int(pad.value))
+    viol = cmp("<", value, bound) if red in ("max", "argmax") else cmp(">", value, bound)
+    dom = Domain(ob.shape, list(ob.loops), list(ob.guards) if _guards_ok(ob.guards) else [])
+    return solver.query([pad.mask, viol], dom, small_first=False).status == "unsat"
+
+
+def _sign_hint(it: Interp, acc: Access, pad, red: str) -> str:
+    """For a 0 pad under max/min: the directive that states the data's sign (when the data
+    is never negative, 0 is neutral for max and the finding goes away)."""
+    if red not in ("max", "argmax", "min", "argmin") or pad.value != 0.0:
+        return ""
+    family = ("max", "argmax") if red in ("max", "argmax") else ("min", "argmin")
+    if any(o.kind == "pad" and o.data["pad"].load_id == pad.load_id and
+           o.data["reduction"] not in family for o in it.obligations):
+        return ""  # the padding also reaches a sum (logsumexp): the sign would not help
+    rel = ">=" if red in ("max", "argmax") else "<="
+    decl = it.decls.get(acc.base) if acc.base else None
+    if decl is not None:
+        idx = ", ".join(d.name for d in decl.dims)
+        return (f"; if {decl.name} is never {'negative' if rel == '>=' else 'positive'}, "
+                f"state it: `#@ assume {decl.name}[{idx}] {rel} 0`")
+    stem = (acc.base or "x").removesuffix("_ptr") or "x"
+    name = next(n for n in (stem.capitalize(), stem.upper(), stem.capitalize() + "Data")
+                if n != acc.base)
+    return (f"; if the data is never {'negative' if rel == '>=' else 'positive'}, declare it "
+            f"and state it: `#@ tensor {name} = {acc.base}[i: SIZE]` and "
+            f"`#@ assume {name}[i] {rel} 0`")
+
+
+def _undefined_observer(ob) -> str:
+    fn = ob.data["fn"]
+    if fn == "dot":
+        return "the contracted axis of tl.dot"
+    return f"tl.{fn} over the masked axis"
+
+
+def _report_undefined(it: Interp, rep: Reporter, res: Result, acc: Access, pad, where: Span,
+                      shape: tuple, loops: list, observer: str, neutral: str | None,
+                      fixes: list | None = None, store: Access | None = None) -> None:
+    """KS403 at the load (where ``other=`` goes) with the observer as related information;
+    for a ``store`` that lets the lanes through, at the store (its mask is what is missing)."""
+    fixes = list(fixes or [])
+    if neutral and acc.other_node is None:
+        f = insert_kwarg_fix(it, acc.node, f"other={neutral}", f"Pad masked lanes with {neutral}")
+        if f:
+            fixes.append(f)
+    cex = counterexample(res, it, shape, loops, {"masked lane value": "undefined"},
+                         notes=[f"mask {show_mask(pad.mask, it)} is false for this lane"])
+    verb = "writes" if "store" in observer or "atomic" in observer else "reads"
+    if store is not None:
+        rel = [Related(acc.span, f"tl.load without other=: its masked-off lanes "
+                       f"({show_mask(pad.mask, it)} false) are undefined")]
+        rel += _related_access(it, store)
+        rep.report("KS403", f"{observer} writes undefined values: the masked-off lanes of "
+                   f"the tl.load on line {pad.line + 1} (no other=)", store.span, cex, rel,
+                   fixes, dedupe=("KS403", store.span.line, store.span.col))
+        return
+    rel = [Related(where, f"{observer} {verb} the masked-off lanes of line {pad.line + 1}, "
+                   f"which hold no defined value")] + _related_access(it, acc)
+    rep.report("KS403", f"masked-off lanes of this tl.load have no other= and are undefined; "
+               f"they reach {observer}", acc.span, cex, rel, fixes,
+               dedupe=("KS403", acc.span.line, acc.span.col))
+
+
+def _check_undefined_store(it: Interp, solver: SolverContext, rep: Reporter,
+                           acc: Access) -> None:
+    """KS403 at a store: the stored value holds undefined lanes (a load without ``other=``)
+    that the store's mask lets through. Elementwise math stored under the load's own mask
+    (or a narrower one) is fine; an unmasked or differently masked store writes garbage."""
+    v = acc.value
+    if v is None or v.kind != "data" or not v.pads or acc.via != "ptr":
+        return
+    smask = acc.mask if acc.mask is not None else TRUE
+    for pad in v.pads:
+        if pad.value != UNDEF:
+            continue
+        load = next((a for a in it.accesses if a.id == pad.load_id), None)
+        text = f"masked-off lanes of line {pad.line + 1} not stored"
+        if load is None or _mask_has_opaque(pad.mask) or _mask_has_opaque(smask) or any(
+                _has_unknown_atoms(it, q) for q in _polys(smask)):
+            # a store mask computed from loaded data (`r < count`) may well imply the load's
+            # mask through facts about that data the kernel cannot show
+            rep.outcome("unproved", text, acc.span)
+            continue
+        if set(conjuncts(pad.mask)) <= set(conjuncts(smask)):
+            rep.outcome("proved", text, acc.span)
+            continue
+        # the load may sit in a loop the store is outside of (an accumulator's exit value):
+        # its iteration counter ranges over that loop
+        loops = list(acc.loops) + [l for l in load.loops
+                                   if all(l.atom != m.atom for m in acc.loops)]
+        dom = Domain(acc.shape, loops, list(acc.guards) if _guards_ok(acc) else [])
+        polys = _polys(pad.mask) + _polys(smask)
+        # `m = tl.load(p + c, mask=pid < M)` stored unmasked is fine when the grid has M
+        # programs; without a known grid only program 0 is sure to exist (as for KS102)
+        pids = sorted({a for q in polys for a in it.terms.deep_atoms(q)
+                       if a in ("pid0", "pid1", "pid2") and int(a[3]) not in solver.pid_bounds})
+        premise = _sizes_positive(it, acc.offset, *polys) + \
+            [cmp("==", Poly.atom(a), ZERO) for a in pids]
+        res = solver.query(premise + [b_and(smask, b_not(pad.mask))], dom)
+        if rep.outcome(res, text, acc.span) != "refuted":
+            continue
+        what = f"this unmasked {_op_name(acc)}" if acc.mask is None else \
+            f"this {_op_name(acc)}, whose mask lets them through,"
+        # the usual fix is the load's mask on the store, not a fill value nobody reads
+        fixes = []
+        if acc.mask is None and isinstance(load.mask_node, ast.Name) and \
+                load.mask_node.id in acc.live_masks:
+            f = insert_kwarg_fix(it, acc.node, f"mask={load.mask_node.id}",
+                                 f"Apply the mask `{load.mask_node.id}`")
+            fixes = [f] if f else []
+        _report_undefined(it, rep, res, load, pad, acc.span, acc.shape, loops, what, None,
+                          fixes, store=acc)
+        return
 
 
 def _polys(c):

@@ -20,9 +20,9 @@ from ..model import HoverInfo, Span
 from .access import Access, Carried, Obligation, WhereUse
 from .poly import ONE, ZERO, Poly, fmt
 from .solver import Loop
-from .values import (FALSE, FINITE, TRUE, UNKNOWN, Pad, Risk, Tag, Terms, V, b_and, b_fmt,
-                     b_map, b_not, b_or, cmp, conjuncts, int_const, pad_apply, pad_unary,
-                     unknown)
+from .values import (FALSE, FINITE, TRUE, UNDEF, UNKNOWN, Pad, Risk, Tag, Terms, V, b_and,
+                     b_fmt, b_map, b_not, b_or, cmp, conjuncts, int_const, pad_apply,
+                     pad_unary, unknown)
 
 
 # Largest result, in bits, of a shift or a power folded into a constant (Triton integers
@@ -1029,21 +1029,30 @@ class Interp:
         tensor size and can pass 2^31 - 1 (checked in checks.py against max-elements)."""
         if max(a.width, b.width) == 64 or not isinstance(node, ast.BinOp):
             return None
-        # one factor grows with the grid or the loop (program ids, loop counters, loaded
-        # indices), the other is a run-time argument (a stride or a size)
-        ga = not a.shape and _grid_scaled(a.poly, self.terms)
-        gb = not b.shape and _grid_scaled(b.poly, self.terms)
+        # one factor grows with the grid (program ids), the other is a run-time argument (a
+        # stride or a size). A scalar of axis 0 (one program per row) is the classic case;
+        # axes 1/2 and tiles (`rows[:, None] * stride`) are checked against a known grid only
         pa = _has_param(a.poly, self.runtime_params)
         pb = _has_param(b.poly, self.runtime_params)
-        if not ((ga and pb) or (gb and pa)):
+        if not (pa or pb):
             return None
+        ga = not a.shape and _grid_scaled(a.poly, self.terms)
+        gb = not b.shape and _grid_scaled(b.poly, self.terms)
+        needs_grid = False
+        if not ((ga and pb) or (gb and pa)):
+            ga = _grid_scaled(a.poly, self.terms, ("pid0", "pid1", "pid2"))
+            gb = _grid_scaled(b.poly, self.terms, ("pid0", "pid1", "pid2"))
+            if not ((ga and pb) or (gb and pa)):
+                return None
+            needs_grid = True
         pid_name = None
         for side in (node.left, node.right):
             if isinstance(side, ast.Name) and side.id in self.pid_vars:
                 pid_name = side.id
         sp = self.span(node)
+        shape = a.shape or b.shape
         return Risk(poly, sp.line, sp.col, sp.end_col, _operand_src(self.parsed, node.left),
-                    _operand_src(self.parsed, node.right), pid_name)
+                    _operand_src(self.parsed, node.right), pid_name, needs_grid, shape)
 
     def ptr_arith(self, o, a: V, b: V, shape: tuple, node: ast.AST) -> V:
         if o is ast.Add:
@@ -1101,6 +1110,9 @@ class Interp:
                 continue  # acc + 0: the masked lanes leave the tile's own values
             if q is not None:
                 used_b.add(id(q))
+                if q.value == UNDEF and p.value != UNDEF:
+                    # the undefined lanes come from q's load (no other=): name that one
+                    p, q = q, p
             other = q.value if q is not None else self._lane_value(b)
             val = pad_apply(sym, p.value, other) if sym else UNKNOWN
             out.append(Pad(p.load_id, val, p.mask, p.line, p.other_src, p.steps))
@@ -1309,7 +1321,8 @@ class Interp:
             for p, other in [(p, b) for p in a.pads] + [(p, a) for p in b.pads]:
                 if p.value == ident and other.extra and other.extra.get("carried"):
                     continue  # max(acc, -inf) == acc
-                pads.append(Pad(p.load_id, UNKNOWN, p.mask, p.line, p.other_src))
+                pads.append(Pad(p.load_id, _unknown_unless_undef(p.value), p.mask, p.line,
+                                p.other_src))
             pads = tuple(pads)
             nonneg = (name == "max" and (_nn(a) or _nn(b))) or (name == "min" and _nn(a)
                                                                    and _nn(b))
@@ -1506,8 +1519,8 @@ class Interp:
                     tags = self.mix_tags(V("data", shape, tags=tags), self.align(v, shape),
                                          node, shape)
             return V("data", shape, dtype="fp32", tags=tags,
-                     pads=tuple(Pad(p.load_id, UNKNOWN, p.mask, p.line, p.other_src)
-                                for v in vals for p in v.pads))
+                     pads=tuple(Pad(p.load_id, _unknown_unless_undef(p.value), p.mask, p.line,
+                                    p.other_src) for v in vals for p in v.pads))
         if fn in ("rand", "randn", "randint", "rand4x", "randint4x", "philox", "umulhi",
                   "inline_asm_elementwise", "clamp"):
             vals = [self.eval(x) for x in node.args]
@@ -1663,7 +1676,7 @@ class Interp:
         return result
 
     def load_result(self, acc: Access, base: str | None, offset: Poly | None, shape: tuple,
-                    mexpr, other: V | None, node: ast.AST, pad_default: Any = 0.0) -> V:
+                    mexpr, other: V | None, node: ast.AST, pad_default: Any = UNDEF) -> V:
         tags: dict = {}
         decl = self.decls.get(base) if base else None
         if decl is not None and offset is not None:
@@ -1677,7 +1690,9 @@ class Interp:
         pads: tuple = ()
         if mexpr is not None and mexpr != TRUE:
             if other is None:
-                val, src = pad_default, "0 (no other=)"
+                val = pad_default
+                src = "undefined (no other=)" if val == UNDEF else \
+                    "0 (no other=)" if val == 0.0 else f"{val!r} (padding_option)"
             else:
                 other = self.as_numeric(other)
                 if other.kind == "data" and isinstance(other.const, float):
@@ -2043,8 +2058,56 @@ class Interp:
             tags = self.mix_tags(acc, V("data", acc.shape, tags=tags), node, acc.shape)
         if x.dtype in INT_DTYPES and y.dtype in INT_DTYPES:
             dtype = "i32"
-        return V("data", (x.shape[0], y.shape[1]), dtype=dtype, tags=tags,
+        pads = self._dot_pads(node, x, y, acc)
+        return V("data", (x.shape[0], y.shape[1]), dtype=dtype, tags=tags, pads=pads,
                  loads=x.loads | y.loads | (acc.loads if acc is not None else frozenset()))
+
+    def _dot_pads(self, node: ast.Call, x: V, y: V, acc: V | None) -> tuple:
+        """Masked lanes through ``tl.dot(x, y)``: undefined lanes along the contracted axis
+        (axis 1 of x, axis 0 of y) enter every output element: a ``pad`` obligation like a
+        reduction's (KS403). Masks on the kept axes (rows of x, columns of y) become pads of
+        the output rows / columns: a zero row stays zero, an undefined row stays undefined."""
+        out = []
+        for v, k_axis in ((x, 1), (y, 0)):
+            for p in v.pads:
+                vars_ = _vars(self.terms, p.mask)
+                if f"%{k_axis}" in vars_:
+                    if p.value != UNDEF:
+                        continue
+                    kept, along = self._split_contracted(p.mask, f"%{k_axis}")
+                    if not along:
+                        # `valid_row | (i >= k)`: lanes are undefined only in rows the
+                        # kept-axis part masks off; those output rows are undefined
+                        out.append(Pad(p.load_id, UNDEF, b_and(*kept), p.line, p.other_src,
+                                       p.steps))
+                    elif self.recording:
+                        self.obligations.append(Obligation(
+                            "pad", node, self.span(node), v.shape, list(self.loops),
+                            list(self.guards), {"pad": p, "reduction": "dot", "fn": "dot",
+                                                "axes": (k_axis,), "nonneg": False}))
+                    continue
+                val = p.value if p.value == UNDEF or p.value == 0.0 else UNKNOWN
+                out.append(Pad(p.load_id, val, p.mask, p.line, p.other_src, p.steps))
+        if acc is not None and acc.kind == "data" and not (acc.extra and acc.extra.get("carried")):
+            out.extend(p for p in acc.pads if p not in out)
+        return tuple(out)
+
+    def _split_contracted(self, mask, kvar: str) -> tuple[list, list]:
+        """Conjuncts of a pad mask without the contracted index ``kvar`` (a disjunction
+        contributes its ``kvar``-free disjuncts: where they hold, the lane is defined
+        whatever ``kvar`` is), and the conjuncts that mask lanes along ``kvar`` itself."""
+        kept, along = [], []
+        for c in conjuncts(mask):
+            if kvar not in _vars(self.terms, c):
+                kept.append(c)
+                continue
+            free = [d for d in c[1] if kvar not in _vars(self.terms, d)] if c[0] == "or" \
+                else []
+            if free:
+                kept.append(b_or(*free))
+            else:
+                along.append(c)
+        return kept, along
 
     def reduce(self, fn: str, node: ast.Call, obj: V | None = None) -> V:
         names = ["axis", "keep_dims"] if obj is not None else ["input", "axis", "keep_dims"]
@@ -2070,7 +2133,7 @@ class Interp:
                     self.obligations.append(Obligation(
                         "pad", node, self.span(node), x.shape, list(self.loops),
                         list(self.guards), {"pad": p, "reduction": red, "fn": fn,
-                                            "axes": tuple(axes),
+                                            "axes": tuple(axes), "value": x.poly,
                                             "nonneg": _nn(x) or x.dtype in ("i1", "u8", "u16",
                                                                             "u32", "u64")}))
         mapping: dict[str, Poly] = {}
@@ -2139,9 +2202,14 @@ class Interp:
                     continue  # they take y's own (ordinary) values
                 pads.append(Pad(p.load_id, self._lane_value(y) if y.kind != "data" or
                                 not y.pads else UNKNOWN, p.mask, p.line, p.other_src))
+            elif p.value == UNDEF and cm is not None:
+                # undefined only where the condition picks x and the load was masked off
+                pads.append(Pad(p.load_id, UNDEF, b_or(p.mask, b_not(cm)), p.line,
+                                p.other_src, p.steps))
             else:
-                pads.append(Pad(p.load_id, UNKNOWN if p.value != self._lane_value(y) else
-                                p.value, p.mask, p.line, p.other_src))
+                pads.append(Pad(p.load_id, _unknown_unless_undef(p.value)
+                                if p.value != self._lane_value(y) else p.value, p.mask, p.line,
+                                p.other_src))
         for p in y.pads:
             if any(q.load_id == p.load_id for q in pads):
                 continue
@@ -2149,8 +2217,12 @@ class Interp:
                 if x_full:
                     continue
                 pads.append(Pad(p.load_id, self._lane_value(x), p.mask, p.line, p.other_src))
+            elif p.value == UNDEF and cm is not None:
+                pads.append(Pad(p.load_id, UNDEF, b_or(p.mask, cm), p.line, p.other_src,
+                                p.steps))
             else:
-                pads.append(Pad(p.load_id, UNKNOWN, p.mask, p.line, p.other_src))
+                pads.append(Pad(p.load_id, _unknown_unless_undef(p.value), p.mask, p.line,
+                                p.other_src))
         return V("data", shape, dtype=self.promote(x, y) if x.kind != "const" else y.dtype,
                  tags=tags, pads=tuple(pads), loads=x.loads | y.loads)
 
@@ -2197,6 +2269,12 @@ def _nn(v: V) -> bool:
         v.kind == "data" and isinstance(v.const, float) and v.const >= 0)
 
 
+def _unknown_unless_undef(value) -> Any:
+    """Lane value after an operation the pad arithmetic does not follow: still undefined
+    when it was (nothing but a select replaces undefined lanes), else unknown."""
+    return UNDEF if value == UNDEF else UNKNOWN
+
+
 def _absorbed(sym: str | None, value, pad_left: bool) -> bool:
     """``acc op pad`` leaves ``acc`` unchanged: + 0, - 0 (pad on the right), * 1."""
     if not isinstance(value, float):
@@ -2235,11 +2313,12 @@ def _runtime(p: Poly | None, consts: dict) -> bool:
     return False
 
 
-def _grid_scaled(p: Poly | None, terms: Terms) -> bool:
+def _grid_scaled(p: Poly | None, terms: Terms, axes: tuple = ("pid0",)) -> bool:
     if p is None:
         return False
     # Axis 0 is the only grid axis with more than 65535 programs: one program per row.
-    return "pid0" in terms.deep_atoms(p)
+    atoms = terms.deep_atoms(p)
+    return any(a in atoms for a in axes)
 
 
 def _has_param(p: Poly | None, params: set[str]) -> bool:

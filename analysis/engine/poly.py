@@ -22,11 +22,12 @@ class Poly:
     """An immutable integer polynomial. Construct with ``Poly.const``, ``Poly.atom`` or
     arithmetic; never mutate ``terms``."""
 
-    __slots__ = ("terms", "_hash")
+    __slots__ = ("terms", "_hash", "_atoms")
 
     def __init__(self, terms: Mapping[Mono, int] | None = None):
         self.terms: dict[Mono, int] = {m: c for m, c in (terms or {}).items() if c != 0}
         self._hash = None
+        self._atoms: frozenset | None = None
 
     # -- constructors -------------------------------------------------------------------
     @staticmethod
@@ -53,10 +54,14 @@ class Poly:
         return self.terms.get((), 0)
 
     def atoms(self) -> set[str]:
-        out: set[str] = set()
-        for m in self.terms:
-            out.update(m)
-        return out
+        """The atoms of every monomial (a new set: callers may change it). Computed once per
+        Poly: offsets of unrolled kernels have thousands of terms over a few dozen atoms."""
+        if self._atoms is None:
+            out: set[str] = set()
+            for m in self.terms:
+                out.update(m)
+            self._atoms = frozenset(out)
+        return set(self._atoms)
 
     def depends_on(self, pred: Callable[[str], bool]) -> bool:
         return any(pred(a) for m in self.terms for a in m)

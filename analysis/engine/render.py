@@ -5,7 +5,7 @@ import ast
 from typing import Any
 
 from .poly import Poly, fmt
-from .values import V, b_fmt
+from .values import UNDEF, V, b_fmt
 
 INDEX_NAMES = "ijlmnpqrs"
 DOT_INDEX = "k"  # the contracted index of a tl.dot, as in C[i, j] = sum_k A[i, k] B[k, j]
@@ -68,15 +68,47 @@ def atom_names(interp) -> dict[str, str]:
 
 # hovers print at most this many terms per polynomial (see poly.fmt)
 HOVER_TERMS = 24
+# a formula in a finding's message or related line is cut to this many characters (the middle
+# elided): opaque terms of unrolled loops or nested `//`/`%` print as hundreds of characters
+FORMULA_CHARS = 120
+# terms printed before cutting (printing a polynomial of thousands of terms costs seconds)
+MESSAGE_TERMS = 64
+
+
+def elide(text: str, max_chars: int = FORMULA_CHARS) -> str:
+    """``text`` when it has at most ``max_chars`` characters; else its start and end joined
+    by ``…`` (cut at spaces where one is near, so names stay whole), at most ``max_chars``."""
+    if len(text) <= max_chars:
+        return text
+    keep = max_chars - 1
+    head_n = (keep + 1) // 2
+    tail_n = keep - head_n
+    head = text[:head_n]
+    tail = text[len(text) - tail_n:]
+    sp = head.rfind(" ")
+    if sp >= head_n * 2 // 3:
+        head = head[:sp + 1]
+    sp = tail.find(" ")
+    if 0 <= sp <= tail_n // 3:
+        tail = tail[sp:]
+    return head + "…" + tail
 
 
 def show(p: Poly | None, interp, limit: int | None = None) -> str:
+    """A Poly for people, with the kernel's names. Without ``limit`` (messages, related
+    lines) the text is capped at FORMULA_CHARS characters; hovers pass a term ``limit`` and
+    are not capped."""
     if p is None:
         return "?"
+    if limit is None:
+        return elide(fmt(p, atom_names(interp), MESSAGE_TERMS))
     return fmt(p, atom_names(interp), limit)
 
 
 def show_mask(m, interp, limit: int | None = None) -> str:
+    """A mask for people; capped like :func:`show` when no term ``limit`` is given."""
+    if limit is None:
+        return elide(b_fmt(m, atom_names(interp), MESSAGE_TERMS))
     return b_fmt(m, atom_names(interp), limit)
 
 
@@ -128,5 +160,7 @@ def describe_value(name: str, v: V, interp) -> tuple[str, list[str]]:
 
 def _pad(value: Any) -> str:
     if isinstance(value, float):
-        return repr(value).replace("inf", "inf")
+        return repr(value)
+    if value == UNDEF:
+        return "undefined values (a load without other=)"
     return str(value)

@@ -301,6 +301,9 @@ class Tag:
 FINITE = "finite"  # some finite value (e.g. 0 - m)
 POSITIVE = "positive"  # finite and > 0 (e.g. exp(finite))
 UNKNOWN = "unknown"
+# no `other=`: Triton leaves masked-off lanes undefined (whatever the registers held); any
+# arithmetic keeps them undefined, only a select (`tl.where`, `* mask`) replaces them
+UNDEF = "undefined"
 
 
 @dataclass(frozen=True)
@@ -327,6 +330,10 @@ class Risk:
     left: str  # source text of the left operand
     right: str
     pid_name: str | None = None  # variable bound to tl.program_id whose widening fixes it
+    # a product of a program id of axis 1/2 or of a tile (``rows[:, None] * stride``): only
+    # reported against a known grid (``#@ grid`` or the launch site), see checks.py
+    needs_grid: bool = False
+    shape: tuple = ()  # the product's tile shape (its index variables %k range over it)
 
 
 # ----------------------------------------------------------------------------------------
@@ -402,6 +409,11 @@ SENTINEL = 1e9
 
 def pad_value_ok(value: Any, reduction: str) -> bool | None:
     """Is ``value`` the identity of ``reduction``? None when not known."""
+    if value == UNDEF:
+        return False  # undefined lanes are never neutral
+    if reduction == "dot":
+        # a zero lane contributes a * 0 = 0 to the contraction; other fills are not judged
+        return True if isinstance(value, float) and value == 0.0 else None
     if value == UNKNOWN:
         return None
     # a fill at or beyond an integer type's extreme (-2^31, -2^63, -1e38) is a deliberate
@@ -419,7 +431,10 @@ def pad_apply(op: str, a: Any, b: Any) -> Any:
     """Abstract arithmetic on lane values: floats, FINITE, POSITIVE, UNKNOWN.
 
     ``b`` is the other operand's value in these lanes (FINITE when it is an ordinary value).
+    UNDEF (undefined lanes) wins over everything: ``undef * 0`` is NaN for an infinite lane.
     """
+    if a == UNDEF or b == UNDEF:
+        return UNDEF
     if a == UNKNOWN or b == UNKNOWN:
         return UNKNOWN
     fa, fb = isinstance(a, float), isinstance(b, float)
@@ -451,6 +466,8 @@ def pad_apply(op: str, a: Any, b: Any) -> Any:
 
 
 def pad_unary(fn: str, a: Any) -> Any:
+    if a == UNDEF:
+        return UNDEF
     if a == UNKNOWN:
         return UNKNOWN
     if fn in ("exp", "exp2"):

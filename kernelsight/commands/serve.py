@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from kernelsight.server import startup
 
+    startup.pause_gc()  # until `initialize` is answered (server/startup.py says why)
     startup.install()
     from kernelsight.server.app import build_server  # pygls loads only for this subcommand
 

@@ -24,6 +24,8 @@ from lsprotocol import types as t
 from kernelsight.extras import INSTALL_HINT, missing
 from kernelsight.extras import available as _module_available
 
+from ..protocol import WORK_DONE_TOKEN
+
 log = logging.getLogger("kernelsight.server")
 
 _HEAVY = ("torch", "triton", "litellm", "z3", "tree_sitter", "numpy")
@@ -53,32 +55,37 @@ def unavailable_reason(action: str, model: str = "") -> str | None:
     return None
 
 
-async def _progress_begin(ls, title: str) -> str | None:
-    if not ls.client_supports("window.work_done_progress"):
-        return None
-    token = str(uuid.uuid4())
-    try:
-        await ls.work_done_progress.create_async(token)
-    except Exception as exc:
-        log.info("no progress for %s: %s", title, exc)
-        return None
+async def _progress_begin(ls, title: str) -> str | int | None:
+    """Begin cancellable work-done progress: on the request's own ``workDoneToken`` when the
+    client sent one (client-initiated progress needs no ``window/workDoneProgress/create``),
+    else on a token the server creates, when the client supports that."""
+    token = WORK_DONE_TOKEN.get()
+    if token is None:
+        if not ls.client_supports("window.work_done_progress"):
+            return None
+        token = str(uuid.uuid4())
+        try:
+            await ls.work_done_progress.create_async(token)
+        except Exception as exc:
+            log.info("no progress for %s: %s", title, exc)
+            return None
     ls.work_done_progress.begin(token, t.WorkDoneProgressBegin(
         title=title, cancellable=True, percentage=0))
     return token
 
 
-def _progress_cancelled(ls, token: str | None) -> bool:
+def _progress_cancelled(ls, token: str | int | None) -> bool:
     fut = ls.work_done_progress.tokens.get(token) if token else None
     return bool(fut is not None and fut.cancelled())
 
 
-def _progress_report(ls, token: str | None, message: str, percentage: int | None) -> None:
+def _progress_report(ls, token: str | int | None, message: str, percentage: int | None) -> None:
     if token:
         ls.work_done_progress.report(token, t.WorkDoneProgressReport(
             message=message[:200], percentage=percentage))
 
 
-def _progress_end(ls, token: str | None, message: str) -> None:
+def _progress_end(ls, token: str | int | None, message: str) -> None:
     if token:
         ls.work_done_progress.end(token, t.WorkDoneProgressEnd(message=message))
         ls.work_done_progress.tokens.pop(token, None)
@@ -93,7 +100,7 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-async def run_child(ls, argv: list[str], stdin: bytes | None, token: str | None,
+async def run_child(ls, argv: list[str], stdin: bytes | None, token: str | int | None,
                     on_event, cwd: str | None = None) -> tuple[str, int | None]:
     """Run a child process, feeding each stdout line to ``on_event``; poll cancellation.
 

@@ -54,12 +54,18 @@ def register(ls) -> None:
         ls.loop_thread = threading.get_ident()
         ls.session.init_options = _section(params.initialization_options)
         ls.session.settings_changed()
+        ls.drop_pull_provider_unless_pulled()
+        from .. import startup
+
+        # Runs once this handler has returned and pygls has written the answer.
+        ls._loop.call_soon(startup.resume_gc)
 
     @ls.feature(t.INITIALIZED)
     async def initialized(ls, params: t.InitializedParams):
         from .. import startup
 
         startup.save()  # the code compiled for this start, initialize's included
+        startup.release()
         log.info("kernelsight %s ready (%s diagnostics, position encoding %s)", ls.version,
                  "push" if ls.push_mode else "pull", ls.workspace.position_encoding)
         await pull_configuration(ls)

@@ -5,9 +5,11 @@ edits), carried full-tier findings move with the edit, the full run in flight is
 the fast tier is debounced. Save: full tier. Close: everything for the document is cancelled
 and its diagnostics cleared.
 
-Push (``textDocument/publishDiagnostics``) or pull (``textDocument/diagnostic``,
-``workspace/diagnostic``) follows the client's capabilities; in pull mode a finished full run
-sends ``workspace/diagnostic/refresh`` when the client supports it.
+Pull (``textDocument/diagnostic``, ``workspace/diagnostic``) serves a client that announces
+pull diagnostics and ``workspace.diagnostics.refreshSupport``: a finished full run sends
+``workspace/diagnostic/refresh``. Every other client gets push
+(``textDocument/publishDiagnostics``) only, and is not offered the pull provider (see
+``KernelsightServer.push_mode``).
 """
 from __future__ import annotations
 
