@@ -429,14 +429,15 @@ def k(x_ptr, N:
 def k(x_ptr, N):
 """)
 _code("KS911", "analysis-budget", "Kernel not fully analysed: budget exhausted", _I, """
-The analysis of this kernel exceeded its time or size budget (solver time limit, unrolling or
-inlining depth). What was proved before the budget ran out stands; nothing past it is reported.
-Raise `solver-timeout-ms` or the budget settings to analyse further.""", """
-for i in tl.static_range(100000):
-    ...
+The analysis of this kernel exceeded its time or size budget: `kernel-budget-ms` of CPU time
+for the front end and the language rules (then the kernel is not analysed at all) and again
+for the invariant engine (then what was proved before the budget ran out stands and nothing
+past it is reported), or a size limit (a tile of more than 2^22 elements, expressions nested
+too deep). The rest of the file is analysed. Raise `kernel-budget-ms` or
+`solver-timeout-ms`, or split the kernel, to analyse further.""", """
+offs = tl.arange(0, 1 << 30)   # a tile of 2^30 elements
 """, """
-for i in tl.range(0, 100000):
-    ...
+offs = tl.arange(0, BLOCK)     # BLOCK a constexpr of a realistic size
 """)
 _code("KS912", "directive-unsupported", "Directive not supported here", _I, """
 The directive is well-formed but uses a construct the analysis does not model yet; it is

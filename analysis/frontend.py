@@ -213,9 +213,6 @@ def _unparsed_jit_functions(root, src: SourceLines, parsed: ParsedFile) -> None:
     A broken ``def`` line (a missing colon or parenthesis) turns the whole definition into an
     ERROR node: no kernel is found, and without this the file would look clean.
     """
-    from . import codes
-    from .model import Finding
-
     kernel_rows = {k.name_span.line for k in parsed.kernels}
     stack = [root]
     while stack:

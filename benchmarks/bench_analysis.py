@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-grid", action="store_true",
                     help="time the per-program core only (grid-level checks off)")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT))  # after the installed package, so PYTHONPATH can override it
     import z3  # noqa: F401  (imported once up front so that no kernel pays for it)
     if args.no_grid:
         import kernelsight.analysis.engine as engine

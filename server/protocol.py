@@ -20,6 +20,34 @@ log = logging.getLogger("kernelsight.server")
 # token (or None).
 WORK_DONE_TOKEN: ContextVar = ContextVar("kernelsight_work_done_token", default=None)
 
+# The parts of the client's capabilities that this server (``KernelsightServer.client_supports``)
+# and pygls 2.1 (position encoding, save and rename options, file operations, notebooks) read;
+# None keeps a whole subtree. ``initialize`` is structured with only these: cattrs builds a
+# structuring function per capability class on first use, and VS Code's full set needs about
+# 60 of them, 44 ms of CPU on the loaded 2-core machine, in the middle of the editor's wait for
+# the answer. tests/test_server_units.py pins that every ``client_supports`` path is kept.
+READ_CAPABILITIES: dict = {
+    "general": {"positionEncodings": None},
+    "textDocument": {
+        "synchronization": None,
+        "rename": None,
+        "publishDiagnostics": None,
+        "diagnostic": None,
+        "completion": {"completionItem": {"snippetSupport": None}},
+    },
+    "workspace": {"configuration": None, "diagnostics": None, "codeLens": None,
+                  "inlayHint": None, "fileOperations": None, "workspaceFolders": None},
+    "window": {"workDoneProgress": None},
+    "notebookDocument": None,
+}
+
+
+def keep_read_capabilities(raw, keep: dict | None = READ_CAPABILITIES):
+    """``raw`` (client capabilities as JSON) reduced to the paths in ``keep``."""
+    if keep is None or not isinstance(raw, dict):
+        return raw
+    return {k: keep_read_capabilities(raw[k], sub) for k, sub in keep.items() if k in raw}
+
 
 class _Dropped:
     """Stands for a message already answered (or not answerable); handle_message skips it."""
@@ -29,6 +57,11 @@ class _Dropped:
 
 class KernelsightProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict):
+        if isinstance(data, dict) and data.get("method") == t.INITIALIZE:
+            params = data.get("params")
+            if isinstance(params, dict) and isinstance(params.get("capabilities"), dict):
+                data = {**data, "params": {
+                    **params, "capabilities": keep_read_capabilities(params["capabilities"])}}
         try:
             return super().structure_message(data)
         except (JsonRpcInvalidParams, Exception) as exc:

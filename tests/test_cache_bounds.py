@@ -112,3 +112,43 @@ def test_server_pipeline_caches_stop_at_their_bounds(monkeypatch):
     # the front cache's four ParsedFiles (plus the last module tree's) and nothing else
     assert live_parsed_files() - baseline <= 5
     engine._CACHE.clear()
+
+
+def _straight_kernel(name: str, lines: int) -> str:
+    """A kernel of ``lines`` statements: about one hover record per statement."""
+    return P.copy_kernel(name, "".join(f"    x = x * 1.0001 + {i % 7}.0\n"
+                                       for i in range(lines)))
+
+
+@pytest.mark.timeout(300)
+def test_engine_cache_is_bounded_by_the_records_its_results_hold(monkeypatch):
+    """Entry counts alone let 512 results of 200-line kernels (200 hover records each) hold
+    100 MB; the records of all cached results are bounded too, the newest always stays."""
+    monkeypatch.setattr(engine, "_CACHE_MAX_RECORDS", 250)
+    engine._CACHE.clear()
+    records = []
+    for i in range(8):
+        api.analyze_source(P.HEADER + _straight_kernel(f"long_{i}", 60), f"l{i}.py",
+                           Config(kernel_budget_ms=60_000))
+        per_entry = [engine.result_records(r) for r in engine._CACHE.values()]
+        assert min(per_entry) > 60  # the hover records are what is counted
+        records.append((len(per_entry), sum(per_entry)))
+    assert all(total <= 250 for _, total in records), records
+    assert records[-1][0] == records[-2][0] < 8  # it stopped growing, by records
+    engine._CACHE.clear()
+
+
+def test_server_kernel_cache_is_bounded_by_records_and_keeps_the_newest():
+    from kernelsight.analysis.engine import KernelAnalysis
+    from kernelsight.server import pipeline
+
+    cache = pipeline.KernelCache(max_entries=100, max_records=50)
+    big = KernelAnalysis(hovers=[object()] * 19)  # 20 records
+    for i in range(10):
+        cache.put(("k", i), (big, 0.1))
+        assert cache.records <= 50 and len(cache) == min(i + 1, 2)
+    huge = KernelAnalysis(hovers=[object()] * 99)  # 100 records: more than the bound alone
+    cache.put(("huge",), (huge, 0.1))
+    assert len(cache) == 1 and cache.get(("huge",)) == (huge, 0.1)
+    cache.put(("huge",), (big, 0.1))  # replacing an entry recounts it
+    assert cache.records == 20

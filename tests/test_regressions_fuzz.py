@@ -232,3 +232,23 @@ def test_notifications_leave_no_pending_futures_behind(tmp_path):
         assert pending < 20, f"{pending} futures kept after 303 notifications"
     finally:
         c.shutdown()
+
+
+# Found by the long run (seed 20261202, document 83159): a kernel with CRLF line endings whose
+# mutation left lone CRs in it and a `#@` directive outside a kernel near the end. The analysis
+# was right (LSP and Python end a line at a lone CR, so the KS907 was on row 318 of 367); the
+# fuzz property counted rows by "\n" only and called the span out of the document. The
+# property now counts rows as LSP does; this pins both sides.
+def test_finding_rows_count_a_lone_cr_as_a_line_end_as_lsp_does():
+    from fuzz import check
+
+    lines = ["import triton", "import triton.language as tl", "", "",
+             "@triton.jit", "def k(x_ptr, n, BLOCK: tl.constexpr):",
+             "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+             "    tl.store(x_ptr + offs, 1.0, mask=offs < n)", "", "",
+             "#@ assert offs < N"]
+    text = "\r".join(lines[:6]) + "\r\n" + "\r\n".join(lines[6:])
+    assert text.count("\n") + 1 < len(lines)  # the old row count was short
+    analysis = check.check_document(text, "lone_cr.py")
+    stray = [f for f in analysis.report.findings if f.code == "KS907"]
+    assert [f.span.line for f in stray] == [len(lines) - 1]

@@ -102,3 +102,37 @@ def test_settings_merge_sources_and_name_the_bad_key():
         Settings().merged({"debounceMs": "soon"}, "init")
     with pytest.raises(ConfigError, match="max_elements"):
         Settings().merged({"max-elements": "many"}, "init")
+
+
+def test_initialize_keeps_every_capability_the_server_reads():
+    """The server structures only part of the client's capabilities (server/protocol.py);
+    each ``client_supports`` path in server/ must be in that part, or it would read False."""
+    import re
+
+    from kernelsight.server.protocol import READ_CAPABILITIES, keep_read_capabilities
+
+    def camel(name: str) -> str:
+        head, *rest = name.split("_")
+        return head + "".join(p.title() for p in rest)
+
+    server_dir = Path(__file__).resolve().parent.parent / "server"
+    paths = {m for f in server_dir.rglob("*.py")
+             for m in re.findall(r'client_supports\(\s*"([a-z_.]+)"', f.read_text())}
+    assert len(paths) >= 8, paths
+    for dotted in paths:
+        raw: dict = {}
+        node = raw
+        parts = [camel(p) for p in dotted.split(".")]
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = True
+        kept = keep_read_capabilities(raw)
+        for p in parts:
+            assert isinstance(kept, dict) and p in kept, f"{dotted} is not kept"
+            kept = kept[p]
+        assert kept is True
+    # something the server never reads is dropped
+    assert keep_read_capabilities({"textDocument": {"hover": {"contentFormat": []}}}) == {
+        "textDocument": {}}
+    assert "experimental" not in keep_read_capabilities({"experimental": {"x": 1}})
+    assert READ_CAPABILITIES["general"] == {"positionEncodings": None}

@@ -47,6 +47,17 @@ class KernelAnalysis:
 
 _CACHE: "OrderedDict[tuple, KernelAnalysis]" = OrderedDict()
 _CACHE_SIZE = 512
+# The entry count alone does not bound the memory: a result holds about one hover record per
+# statement (0.5-1 kB each), so 512 results of 200-line kernels held 100 MB. The records of
+# all cached results are bounded too (about 10-20 MB); the newest result always stays.
+_CACHE_MAX_RECORDS = 20_000
+_cache_records = 0
+
+
+def result_records(result: "KernelAnalysis") -> int:
+    """The size of a result in records (1 + hover records + findings), the unit in which the
+    engine's and the server's result caches are bounded besides their entry counts."""
+    return 1 + len(result.hovers) + len(result.findings)
 
 
 def analyze_kernel(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAnalysis:
@@ -68,10 +79,23 @@ def analyze_kernel(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> Ke
         _CACHE.move_to_end(key)
         return hit
     result = _analyze(kernel, parsed, config)
-    _CACHE[key] = result
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    _cache_put(key, result)
     return result
+
+
+def _cache_put(key: tuple, result: "KernelAnalysis") -> None:
+    global _cache_records
+    if not _CACHE:
+        _cache_records = 0  # the cache was cleared from outside
+    old = _CACHE.pop(key, None)
+    if old is not None:
+        _cache_records -= result_records(old)
+    _CACHE[key] = result
+    _cache_records += result_records(result)
+    while len(_CACHE) > 1 and (len(_CACHE) > _CACHE_SIZE
+                               or _cache_records > _CACHE_MAX_RECORDS):
+        _, evicted = _CACHE.popitem(last=False)
+        _cache_records -= result_records(evicted)
 
 
 def _cache_key(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> tuple:

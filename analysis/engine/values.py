@@ -29,6 +29,10 @@ class Terms:
         self.defs: dict[str, tuple[str, tuple]] = {}
         self._by_def: dict[tuple, str] = {}
         self._subst_cache: dict[tuple, str] = {}
+        # per opaque atom, what its arguments contribute to index_vars / deep_atoms (a
+        # definition never changes once made, so neither do these)
+        self._ivars_inside: dict[str, frozenset] = {}
+        self._atoms_inside: dict[str, frozenset] = {}
 
     def make(self, op: str, args: tuple, label: str | None = None) -> Poly:
         key = (op, tuple(a.key() if isinstance(a, Poly) else a for a in args))
@@ -70,9 +74,16 @@ class Terms:
             if a[0] == "%":
                 out.add(int(a[1:]))
             elif a[0] == "{":
-                for arg in self.defs.get(a, ("", ()))[1]:
-                    if isinstance(arg, Poly):
-                        out |= self.index_vars(arg)
+                inside = self._ivars_inside.get(a)
+                if inside is None:
+                    inner: set[int] = set()
+                    for arg in self.defs.get(a, ("", ()))[1]:
+                        if isinstance(arg, Poly):
+                            inner |= self.index_vars(arg)
+                    inside = frozenset(inner)
+                    if a in self.defs:
+                        self._ivars_inside[a] = inside
+                out |= inside
         return out
 
     def deep_atoms(self, p: Poly) -> set[str]:
@@ -80,9 +91,16 @@ class Terms:
         for a in p.atoms():
             out.add(a)
             if a[0] == "{":
-                for arg in self.defs.get(a, ("", ()))[1]:
-                    if isinstance(arg, Poly):
-                        out |= self.deep_atoms(arg)
+                inside = self._atoms_inside.get(a)
+                if inside is None:
+                    inner: set[str] = set()
+                    for arg in self.defs.get(a, ("", ()))[1]:
+                        if isinstance(arg, Poly):
+                            inner |= self.deep_atoms(arg)
+                    inside = frozenset(inner)
+                    if a in self.defs:
+                        self._atoms_inside[a] = inside
+                out |= inside
         return out
 
     def evaluate(self, p: Poly, env: Callable[[str], int], reads: Callable | None = None) -> int:

@@ -3,6 +3,7 @@
 was an exception swallowed as a KS911 "internal error"."""
 from __future__ import annotations
 
+import re
 import traceback
 
 from kernelsight.analysis import api, codes
@@ -15,6 +16,9 @@ STATUSES = {"analysed", "budget", "syntax-error", "skipped"}
 
 class Problem(AssertionError):
     """The analysis broke the property; the message says how (with a traceback if any)."""
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def _span_ok(f: Finding, n_rows: int) -> bool:
@@ -50,7 +54,8 @@ def check_document(text: str, path: str = "fuzz.py", config: Config | None = Non
     config = config or Config()
     analysis = api.analyze_source(text, path, config)
     report = analysis.report
-    n_rows = text.count("\n") + 1
+    # Rows as LSP and Python count them: a lone CR ends a line too (the front end agrees).
+    n_rows = len(_LINE_BREAK.split(text))
     for f in report.findings:
         if f.code not in codes.CODES:
             raise Problem(f"unregistered code {f.code}: {f.message}")

@@ -1,0 +1,37 @@
+#!/bin/bash
+# One call on the lent GPU machine (image: Python 3.12, torch 2.11, triton 3.6): the product as a
+# user of that image meets it. Writes to OUTDIR: check.txt (`kernelsight check --summary
+# examples/` under triton 3.6), memory.txt (the server's memory phase by phase), gpu.txt (every
+# example kernel checked against its torch reference and timed on the GPU), summary.txt.
+# Usage (in the repository root there): bash benchmarks/device_check.sh OUTDIR
+set -o pipefail
+out=${1:-/tmp/ks-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if ! python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >"$out/pip.txt" 2>&1; then
+  rm -rf /tmp/kspkg && mkdir -p /tmp/kspkg && cp -r kernelsight /tmp/kspkg/
+  for d in agent analysis server; do ln -s "$PWD/$d" "/tmp/kspkg/kernelsight/$d"; done
+  export PYTHONPATH=/tmp/kspkg${PYTHONPATH:+:$PYTHONPATH}
+fi
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee "$out/summary.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$out/summary.txt"
+
+t0=$(date +%s.%N)
+python3 -m kernelsight check --summary examples/ >"$out/check.txt" 2>&1
+rc=$?
+t1=$(date +%s.%N)
+echo "check: exit $rc, $(grep -c ': KS' "$out/check.txt") finding lines, $(echo "$t1 - $t0" | bc) s" | tee -a "$out/summary.txt"
+
+timeout 240 python3 benchmarks/server_memory_probe.py --edits 1000 >"$out/memory.txt" 2>&1
+echo "memory probe: exit $?" | tee -a "$out/summary.txt"
+MALLOC_ARENA_MAX=2 timeout 240 python3 benchmarks/server_memory_probe.py --edits 200 >"$out/memory_arena2.txt" 2>&1
+echo "memory probe (MALLOC_ARENA_MAX=2): exit $?" | tee -a "$out/summary.txt"
+
+timeout 300 python3 benchmarks/examples_gpu.py >"$out/gpu.txt" 2>&1
+echo "examples on the GPU: exit $?" | tee -a "$out/summary.txt"
+tail -n 40 "$out/gpu.txt"
+cat "$out/memory.txt" "$out/memory_arena2.txt"
