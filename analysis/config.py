@@ -35,9 +35,12 @@ class Config:
             no ``assume`` bounds the sizes (default 2^34: 16 Gi elements, e.g. 32 GiB of fp16,
             within an 80-141 GB GPU).
         max_size: the largest value assumed for any size argument (default 2^31 - 1).
-        solver_timeout_ms: z3 time limit per query, in milliseconds; a timeout means
-            "not proved" (information), never an error.
-        kernel_budget_ms: wall-time budget per kernel, in milliseconds (then KS911).
+        solver_timeout_ms: z3 limit per query, in milliseconds, enforced as z3 resource
+            units (10,000 per ms, calibrated on the 2-core CI machine) so answers repeat at
+            any load; past it the obligation is "not proved" (information), never an error.
+        kernel_budget_ms: CPU-time budget per kernel (time of the analysing thread, z3
+            included), in milliseconds, for the front end and rules and again for the
+            engine (then KS911). CPU time, so results do not depend on the machine's load.
         max_unroll: most iterations of ``tl.static_range`` unrolled before summarising.
         max_inline_depth: deepest chain of helper jit functions inlined.
         target: triton compile target for the agent's compile tier, ``"cuda:90"``.

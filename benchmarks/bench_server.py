@@ -216,6 +216,14 @@ async def spawn(timings: list | None = None) -> tuple[Client, float]:
     return client, when - t0
 
 
+def _top_mappings(pid: int) -> list:
+    """The server's largest resident mappings (MiB, name), to tell heap from libraries."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from server_memory_probe import top_mappings
+
+    return top_mappings(pid, 6)
+
+
 def vm_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().split("\n"):
         if line.startswith("VmRSS:"):
@@ -331,12 +339,14 @@ async def bench(runs: int) -> dict:
     await client.wait_publish(uri, version, 0, timeout=120)
     await asyncio.sleep(1.0)
     rss_after = vm_rss_mb(client.proc.pid)
+    mappings = _top_mappings(client.proc.pid)
     await client.close()
     return {"caps": CAPS_NAME, "init": init_times, "init_cpu": init_cpu,
             "init_first": init_first, "load": (load_start, os.getloadavg()[0]),
             "open_first_publish": first_publish, "open_full": open_full,
             "save_unchanged": unchanged, "save_edited": edited, "save_cold": cold,
             "hover": hovers, "rss_before": rss_before, "rss_after": rss_after,
+            "rss_mappings": mappings,
             "lines": len(text.split("\n")), "runs": runs}
 
 
@@ -402,6 +412,8 @@ def main() -> int:
     result = asyncio.run(bench(args.runs))
     tbl = table(result)
     print(tbl)
+    print("server's largest resident mappings at the end (MiB):",
+          ", ".join(f"{name} {mib:.0f}" for mib, name in result.get("rss_mappings", [])))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if args.write_docs:

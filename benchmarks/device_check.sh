@@ -20,11 +20,10 @@ fi
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee "$out/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$out/summary.txt"
 
-t0=$(date +%s.%N)
+t0=$SECONDS
 python3 -m kernelsight check --summary examples/ >"$out/check.txt" 2>&1
 rc=$?
-t1=$(date +%s.%N)
-echo "check: exit $rc, $(grep -c ': KS' "$out/check.txt") finding lines, $(echo "$t1 - $t0" | bc) s" | tee -a "$out/summary.txt"
+echo "check: exit $rc, $(grep -c ': KS' "$out/check.txt") finding lines, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
 
 timeout 240 python3 benchmarks/server_memory_probe.py --edits 1000 >"$out/memory.txt" 2>&1
 echo "memory probe: exit $?" | tee -a "$out/summary.txt"

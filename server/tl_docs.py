@@ -2,8 +2,14 @@
 
 The bundled table (server/data/triton_language.json, written by ``gen_tl_table``) answers
 everything and costs no triton import. When a *different* triton version is installed, the
-first request starts a background import of that triton (about 0.2 s and 55 MB) and its own
-docstrings are used from then on; the server never imports triton at start-up.
+first request starts a background thread that reads that triton's ``language`` package from
+its source text (``gen_tl_table.build_table_from_source``: ``ast`` only, triton is never
+imported or run) and its own signatures and docstrings are used from then on. Measured: 60-120
+ms and 10-11 MB of resident memory (triton 3.9, 2 CPU cores; triton 3.6 on the GPU image: 85
+ms, 10 MB), most of it freed parse trees that the allocator keeps for reuse; importing triton
+instead cost 0.16-0.28 s and 64-81 MB, 47 MB of it libtriton.so. Too slow to block a hover,
+hence the thread. Docstrings that triton sets by decorators at import time are not in the
+source; for those members the bundled table's description is shown, marked with its version.
 """
 from __future__ import annotations
 
@@ -51,9 +57,9 @@ class TlDocs:
 
         def load() -> None:
             try:
-                from .gen_tl_table import build_table
+                from .gen_tl_table import build_table_from_source
 
-                table = build_table()
+                table = merge_bundled_docs(build_table_from_source(), self._bundled or {})
                 with self._lock:
                     self._installed = table
                 log.info("tl.* docs now from the installed triton %s", installed)
@@ -84,11 +90,37 @@ class TlDocs:
         if pdocs:
             parts.append("\n".join(f"- `{k}`: {v}" for k, v in pdocs.items()))
         source = f"triton {self.version}"
+        if entry.get("doc_version"):
+            source += f", description from triton {entry['doc_version']}"
         if self._installed is None and self._installed_version and \
                 self._installed_version != self.version:
             source += f" (installed: {self._installed_version})"
         parts.append(f"*{source}*")
         return "\n\n".join(parts)
+
+
+def merge_bundled_docs(table: dict, bundled: dict) -> dict:
+    """Fill the members of ``table`` that have no doc from ``bundled``'s member of that name.
+
+    Triton writes some docstrings at import time (the tl.math and atomic decorators,
+    ``arange.__doc__ = f"..."``), which a table read from source lacks. The bundled table was
+    made by importing triton, so it has them, possibly for another version: such entries get
+    ``doc_version`` (the bundled version) and keep only parameter docs for parameters the
+    installed signature still has. Modifies and returns ``table``.
+    """
+    old_members = bundled.get("members") or {}
+    old_version = str(bundled.get("triton_version", "?"))
+    for name, entry in (table.get("members") or {}).items():
+        old = old_members.get(name)
+        if entry.get("doc") or not old or not old.get("doc"):
+            continue
+        entry["doc"] = old["doc"]
+        entry["doc_version"] = old_version
+        if not entry.get("param_docs") and "params" in entry:
+            keep = set(entry["params"])
+            entry["param_docs"] = {k: v for k, v in (old.get("param_docs") or {}).items()
+                                   if k in keep}
+    return table
 
 
 TL_DOCS = TlDocs()

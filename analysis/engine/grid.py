@@ -106,7 +106,7 @@ class _GridChecks:
         self.config = config
         self.ann = kernel.annotations
         self.names = atom_names(it)
-        self.deadline = solver.deadline or (time.perf_counter() + 1.0)
+        self.deadline = solver.deadline or (time.thread_time() + 1.0)
         self.grid, self.grid_source, self.grid_span = self._grid()
         self.consts = {k: int(v) for k, v in it.consts.items()
                        if isinstance(v, (int, bool))}
@@ -163,7 +163,7 @@ class _GridChecks:
         return axes, "launch", exprs[0].span
 
     def time_left(self) -> bool:
-        return time.perf_counter() < self.deadline
+        return time.thread_time() < self.deadline
 
     def run(self) -> None:
         if self.it.kernel.is_helper:

@@ -31,7 +31,7 @@ _MAX_FOLD_BITS = 1024
 
 
 class Budget(Exception):
-    """Raised when the kernel's wall-time budget or a size limit is exhausted."""
+    """Raised when the kernel's CPU-time budget (thread time) or a size limit is exhausted."""
 
 
 DTYPES = {
@@ -70,7 +70,7 @@ class Interp:
         kernel, parsed, config: the usual.
         consts: constexpr name -> concrete value (int/bool/str/float) of this case; ints
             stay symbolic atoms in polys, their value is used for shapes and conditions.
-        deadline: ``time.perf_counter()`` value past which ``Budget`` is raised.
+        deadline: ``time.thread_time()`` value past which ``Budget`` is raised.
         record_hovers: collect HoverInfo (first case only).
     """
 
@@ -125,7 +125,7 @@ class Interp:
 
     def tick(self) -> None:
         self.steps += 1
-        if self.steps & 63 == 0 and time.perf_counter() > self.deadline:
+        if self.steps & 63 == 0 and time.thread_time() > self.deadline:
             raise Budget("time budget exhausted")
 
     def concrete(self, p: Poly | V | None) -> int | None:

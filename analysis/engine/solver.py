@@ -22,6 +22,8 @@ PID_LIMIT = {0: INT32_MAX, 1: 65535, 2: 65535}
 # z3 resource units allowed per millisecond of solver_timeout_ms: measured about 22 million
 # units/s on a loaded 2-core CI machine, so 10,000/ms binds at about half the wall-clock limit.
 RLIMIT_PER_MS = 10_000
+# The wall-clock timeout of a query is this many times its time limit (see _query).
+WALL_GUARD = 10
 HARD_DIVISOR = 2
 # Bounds tried first when a violation exists, so that counterexamples use readable sizes.
 SMALL = {"param": 4096, "pid": 64, "iter": 16}
@@ -87,6 +89,7 @@ class SolverContext:
         self.queries = 0
         self.seconds = 0.0
         self._conv = None
+        self._z3ctx = None
         self.timeouts = 0  # queries that ran out of time: later ones get less
         self.sampled = 0  # queries answered by a concrete sample before z3
         self.budget_s: float | None = None  # total z3 seconds allowed for the kernel
@@ -128,7 +131,7 @@ class SolverContext:
         if hit is not None:
             return hit
         import time
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         out_of_time = (self.deadline is not None and t0 > self.deadline) or \
             (self.budget_s is not None and self.spent() > self.budget_s)
         if out_of_time:
@@ -140,7 +143,7 @@ class SolverContext:
             res = self._query(conds, dom, small_first, extra_atoms)
         except Exception:  # z3 exceptions (e.g. on exotic terms) mean "not proved"
             res = Result("unknown")
-        self.seconds += time.perf_counter() - t0
+        self.seconds += time.thread_time() - t0
         self._cache[key] = res
         return res
 
@@ -277,7 +280,14 @@ class SolverContext:
         import z3
         self.queries += 1
         if self._conv is None:
-            self._conv = _Converter(z3, self)
+            # One z3 context per kernel (shared by its constexpr cases): z3's answers depend
+            # on the terms its context has seen, so a shared global context made a kernel's
+            # counterexample depend on which kernels were analysed before it (and the
+            # global context is not safe across the server's worker threads).
+            zctx = next((o._z3ctx for o in self.shared_with
+                         if getattr(o, "_z3ctx", None) is not None), None)
+            self._z3ctx = zctx or z3.Context()
+            self._conv = _Converter(z3, self, self._z3ctx)
             self._assume_z3 = [self._conv.boolexpr(a) for a in self.assumptions]
         conv = self._conv
         exprs = list(conds) + list(dom.guards)
@@ -299,17 +309,17 @@ class SolverContext:
             if axis in axes and bound is not None:
                 used |= self.terms.deep_atoms(bound)
         domain, small = conv.domains(used, dom)
-        s = z3.Solver()
+        s = z3.Solver(ctx=conv.zctx)
         limit = self.timeout_ms
         if self._hard(used, conds):
             limit = max(1, limit // HARD_DIVISOR)
         if self.timeouts >= 2:
             limit = max(1, min(limit, self.timeout_ms // 5))
-        # The resource limit makes answers repeatable: on a machine that is not overloaded it
-        # binds before the wall-clock timeout, so a query is decided (or given up) the same
-        # way on every run. The timeout stays as the guard for a starved process.
+        # The resource limit decides: it counts z3's work, not the clock, so a query is
+        # decided (or given up) the same way on every run and at any machine load. The
+        # wall-clock timeout, ten times longer, only guards against a starved process.
         s.set("rlimit", limit * RLIMIT_PER_MS)
-        s.set("timeout", limit)
+        s.set("timeout", limit * WALL_GUARD)
         s.add(*body, *self._assume_z3, *domain)
         r = s.check()
         if r == z3.unknown:
@@ -355,7 +365,7 @@ class SolverContext:
         pool = set(used)
         for _round in range(2):
             reads = []
-            for a in pool:
+            for a in sorted(pool):  # sorted: instances (and the cap of 16) must not follow hash order
                 if a[0] == "{":
                     d = self.terms.defs.get(a)
                     if d and d[0] == "read":
@@ -401,7 +411,7 @@ class SolverContext:
             except Exception:
                 continue
         reads: dict[tuple, int] = {}
-        for a in used:
+        for a in sorted(used):
             if a[0] != "{":
                 continue
             d = self.terms.defs.get(a)
@@ -421,9 +431,10 @@ class _Converter:
     """Polys/BoolExprs to z3, memoised for the life of a SolverContext (building z3 terms
     through the Python API dominates query time otherwise)."""
 
-    def __init__(self, z3, ctx: SolverContext):
+    def __init__(self, z3, ctx: SolverContext, zctx):
         self.z3 = z3
         self.ctx = ctx
+        self.zctx = zctx
         self.vars: dict[str, Any] = {}
         self.atom_dom: dict[str, list] = {}
         self.atom_small: dict[str, list] = {}
@@ -436,6 +447,9 @@ class _Converter:
     def domains(self, used: set[str], dom: Domain) -> tuple[list, list]:
         domain: list = []
         small: list = []
+        # Sorted: z3's model depends on the order variables and constraints are created in,
+        # and set order follows PYTHONHASHSEED; unsorted, the counterexample changed per run.
+        used = sorted(used)
         for a in used:
             if a in self.ctx.consts:
                 continue
@@ -461,12 +475,12 @@ class _Converter:
     def atom(self, a: str):
         z3 = self.z3
         if a in self.ctx.consts:
-            return z3.IntVal(self.ctx.consts[a])
+            return z3.IntVal(self.ctx.consts[a], self.zctx)
         if a[0] == "{":
             return self.opaque_term(a)
         v = self.vars.get(a)
         if v is None:
-            v = z3.Int(a)
+            v = z3.Int(a, self.zctx)
             self.vars[a] = v
             dom: list = []
             small: list = []
@@ -513,14 +527,14 @@ class _Converter:
         for m, c in p.terms.items():
             factors = [self.atom(a) for a in m]
             if not factors:
-                terms.append(z3.IntVal(c))
+                terms.append(z3.IntVal(c, self.zctx))
                 continue
             t = factors[0]
             for f in factors[1:]:
                 t = t * f
             terms.append(t if c == 1 else t * c)
         if not terms:
-            out = z3.IntVal(0)
+            out = z3.IntVal(0, self.zctx)
         elif len(terms) == 1:
             out = terms[0]
         else:
@@ -539,14 +553,14 @@ class _Converter:
             base, off = args
             f = self.funcs.get(base)
             if f is None:
-                f = z3.Function("read_" + base, z3.IntSort(), z3.IntSort())
+                f = z3.Function("read_" + base, z3.IntSort(self.zctx), z3.IntSort(self.zctx))
                 self.funcs[base] = f
             t = f(self.poly(off))
         elif op == "uf":
             fname, arg = args
             f = self.funcs.get("uf:" + fname)
             if f is None:
-                f = z3.Function("uf_" + fname, z3.IntSort(), z3.IntSort())
+                f = z3.Function("uf_" + fname, z3.IntSort(self.zctx), z3.IntSort(self.zctx))
                 self.funcs["uf:" + fname] = f
             t = f(self.poly(arg))
         elif op in ("mod", "div"):
@@ -560,7 +574,7 @@ class _Converter:
             x, y = self.poly(args[0]), self.poly(args[1])
             t = z3.If(x < y, x, y) if op == "min" else z3.If(x > y, x, y)
         else:
-            t = z3.Int(a)
+            t = z3.Int(a, self.zctx)
             self.vars[a] = t
         self.opaque[a] = t
         self.opaque_side[a] = side
@@ -573,18 +587,18 @@ class _Converter:
         z3 = self.z3
         t = e[0]
         if t == "const":
-            out = z3.BoolVal(e[1])
+            out = z3.BoolVal(e[1], self.zctx)
         elif t == "cmp":
             x = self.poly(e[2])
             out = {"<": x < 0, "<=": x <= 0, "==": x == 0, "!=": x != 0}[e[1]]
         elif t == "and":
-            out = z3.And(*[self.boolexpr(x) for x in e[1]])
+            out = z3.And(*[self.boolexpr(x) for x in e[1]], self.zctx)
         elif t == "or":
-            out = z3.Or(*[self.boolexpr(x) for x in e[1]])
+            out = z3.Or(*[self.boolexpr(x) for x in e[1]], self.zctx)
         elif t == "not":
             out = z3.Not(self.boolexpr(e[1]))
         elif t == "opaque":
-            out = z3.Bool(str(e[1]))
+            out = z3.Bool(str(e[1]), self.zctx)
         else:
             raise ValueError(f"unknown BoolExpr {t}")
         self._bool_cache[e] = out
