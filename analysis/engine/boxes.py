@@ -121,11 +121,14 @@ class _Evaluator:
         raise _Unknown(a)
 
     def poly(self, p: Poly, lane: dict | None = None) -> int:
+        # hot (every lane of every box): atoms bound in env are looked up inline
+        env = self.env
         total = 0
         for m, c in p.terms.items():
             v = c
             for a in m:
-                v *= self.atom(a, lane)
+                x = env.get(a)
+                v *= x if x is not None else self.atom(a, lane)
             total += v
         return total
 

@@ -105,6 +105,7 @@ class Interp:
         self.decls = {d.ptr: d for d in kernel.annotations.tensors.values()}
         self.decl_names = {d.name: d for d in kernel.annotations.tensors.values()}
         self.annot_mode = False
+        self._annot_base: dict | None = None
         self.params = [p.name for p in kernel.params]
         self.runtime_params: set[str] = set()
         self.pointer_names = _cached(kernel.tree, "_ks_pointers", lambda: _pointer_names(kernel))
@@ -164,6 +165,7 @@ class Interp:
                     break
             self.fallback[name] = cand
         self.consts[name] = self.fallback[name]
+        self._annot_base = None  # param_value of this constexpr changes
         return self.fallback[name]
 
     def span(self, node: ast.AST) -> Span:
@@ -1711,6 +1713,17 @@ class Interp:
 
     def decompose(self, decl, offset: Poly) -> list[Poly] | None:
         """Coordinates of ``offset`` in the declared layout, or None (KS106)."""
+        # The grid checks decompose the same load offsets once per scenario and program:
+        # the answer depends only on the declaration's strides (cached per name) and the
+        # offset, so it is kept per interpreter (a new list each time: callers own it).
+        cache = self.__dict__.setdefault("_decompose_cache", {})
+        key = (decl.name, offset)
+        if key not in cache:
+            cache[key] = self._decompose(decl, offset)
+        hit = cache[key]
+        return None if hit is None else list(hit)
+
+    def _decompose(self, decl, offset: Poly) -> list[Poly] | None:
         strides = self.decl_strides(decl)
         if strides is None:
             return None
@@ -1826,7 +1839,13 @@ class Interp:
 
     def annot_eval(self, tree: ast.expr, env: dict | None = None) -> V:
         saved_env, saved_rec = self.env, self.recording
-        base = {p: self.param_value(p, self.kernel.param(p).is_constexpr) for p in self.params}
+        # The parameters' values depend only on consts (changed by fallback_value, which
+        # drops this cache), so they are built once, not once per annotation (hot: grid checks).
+        base = self._annot_base
+        if base is None:
+            base = self._annot_base = {p: self.param_value(p, self.kernel.param(p).is_constexpr)
+                                       for p in self.params}
+        base = dict(base)
         if env:
             base.update(env)
         self.env = _FreeEnv(base, self)

@@ -27,9 +27,7 @@ def check_partners(kernel: KernelInfo, parsed: ParsedFile, rep: Reporter) -> Non
         if len(names) < 2:
             continue
         lead, partners = names[0], names[1:]
-        for loop in ast.walk(tree):
-            if not isinstance(loop, (ast.For, ast.While)):
-                continue
+        for loop in _loops(tree):
             body = _flatten(loop.body)
             upd = [i for i, s in enumerate(body) if lead in _targets(s)]
             if not upd:
@@ -38,6 +36,16 @@ def check_partners(kernel: KernelInfo, parsed: ParsedFile, rep: Reporter) -> Non
             new_src = _rhs_names(body[li]) - {lead}
             for p in partners:
                 _check_partner(parsed, rep, loop, body, lead, li, new_src, p, d)
+
+def _loops(tree: ast.FunctionDef) -> list[ast.For | ast.While]:
+    """The kernel's loops in ``ast.walk`` order, found once per tree: the check runs once per
+    constexpr case and per ``#@ partners`` line."""
+    hit = getattr(tree, "_ks_loops", None)
+    if hit is None:
+        hit = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]
+        tree._ks_loops = hit
+    return hit
+
 
 def _check_partner(parsed: ParsedFile, rep: Reporter, loop, body, lead: str, li: int,
                    new_src: set[str], p: str, d) -> None:

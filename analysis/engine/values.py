@@ -284,6 +284,18 @@ def b_eval(e, ev: Callable[[Poly], int]) -> bool | None:
         return e[1]
     if t == "cmp":
         v = ev(e[2])
+        if type(v) is int:
+            # hot in the grid checks (every lane); the table below, which evaluates all four
+            # comparisons, stays for other values (None raises TypeError there)
+            op = e[1]
+            if op == "<":
+                return v < 0
+            if op == "<=":
+                return v <= 0
+            if op == "==":
+                return v == 0
+            if op == "!=":
+                return v != 0
         return {"<": v < 0, "<=": v <= 0, "==": v == 0, "!=": v != 0}[e[1]]
     if t == "and":
         vals = [b_eval(x, ev) for x in e[1]]
