@@ -265,8 +265,12 @@ def _syntax_message(kernel: KernelInfo, src) -> str:
     try:
         ast.parse(textwrap.dedent(kernel.source))
     except SyntaxError as exc:
+        # Python's message numbers lines of the kernel snippet ("... on line 4"): make them
+        # file lines like the rest of the message.
+        msg = re.sub(r"\bline (\d+)", lambda m: f"line {kernel.span.line + int(m.group(1))}",
+                     exc.msg)
         line = kernel.span.line + (exc.lineno or 1)
-        return f"kernel '{kernel.name}' not analysed: {exc.msg} at line {line}"
+        return f"kernel '{kernel.name}' not analysed: {msg} at line {line}"
     except (ValueError, RecursionError, MemoryError) as exc:
         return f"kernel '{kernel.name}' not analysed: {type(exc).__name__}"
     return f"kernel '{kernel.name}' not analysed: syntax error"

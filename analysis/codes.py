@@ -52,8 +52,10 @@ def _code(code: str, name: str, title: str, severity: Severity, why: str, wrong:
 
 # --- KS1xx bounds and overflow -------------------------------------------------------------
 _code("KS101", "out-of-bounds-access", "Access outside a declared tensor", _E, """
-A `tl.load` or `tl.store` through a pointer declared with `#@ tensor` reaches a logical
-coordinate outside the tensor's dimensions for an element that its mask lets through. On the GPU
+A `tl.load` or `tl.store` through a pointer declared with `#@ tensor` (or whose tensor a
+launch site in the same file fixes completely: `y = torch.empty_like(x)` passed with
+`x.numel()`, say) reaches a logical coordinate outside the tensor's dimensions for an element
+that its mask lets through. On the GPU
 this reads garbage or corrupts a neighbouring allocation; it rarely faults.""", """
 #@ tensor X = x_ptr[n: N]
 offs = pid * BLOCK + tl.arange(0, BLOCK)
@@ -77,12 +79,14 @@ prev = tl.load(ptr + offs - 1, mask=mask & (offs > 0), other=0)
 _code("KS103", "unmasked-access", "Unmasked access beside masked accesses of the same pointer",
       _E, """
 Other accesses through this pointer are masked, which says the tile can run past the tensor,
-but this one is not. The tail program reads or writes out of bounds.""", """
+but this one is not. The tail program reads or writes out of bounds. (An unmasked store
+through *another* pointer is KS101 when that tensor's extent is known: from `#@ tensor`, or
+from a launch site in the same file.)""", """
 x = tl.load(x_ptr + offs, mask=offs < n)
-tl.store(y_ptr + offs, x)            # y_ptr is written for every lane
+tl.store(x_ptr + offs, x * 2)        # x_ptr is written for every lane
 """, """
 x = tl.load(x_ptr + offs, mask=offs < n)
-tl.store(y_ptr + offs, x, mask=offs < n)
+tl.store(x_ptr + offs, x * 2, mask=offs < n)
 """)
 _code("KS104", "mask-not-applied", "A computed mask is not applied to the access it fits", _E, """
 The kernel builds a bounds mask over exactly the offsets of this access, then performs the
@@ -123,12 +127,15 @@ tl.store(y_ptr + row * x_row_stride + cols, v)
 kernel[grid](x, y, x.stride(0), y.stride(0), ...)
 tl.store(y_ptr + row * y_row_stride + cols, v)
 """)
-_code("KS110", "int32-offset-overflow", "int32 offset can overflow", _E, """
+_code("KS110", "int32-offset-overflow", "int32 offset can overflow", _W, """
 `tl.program_id`, `tl.arange` and integer arguments are 32-bit. An offset such as
 `row * row_stride` passes 2^31 - 1 once the tensor holds more than 2^31 elements and wraps
 negative: an illegal memory access or silent corruption. Widen to int64 before the
 multiplication. The analysis uses the `assume`d sizes or the configured maximum
-(`max-elements`, default 2^34 elements).""", """
+(`max-elements`, default 2^34 elements). A warning by default: the failure needs a tensor of
+more than 2^31 elements (4 GiB of fp16), which many kernels never see, while tutorial-style
+code has it everywhere; make it an error with `severity = { KS110 = "error" }` where such
+tensors are processed, or declare the real sizes with `#@ assume`.""", """
 row = tl.program_id(0)
 x = tl.load(x_ptr + row * row_stride + cols, mask=mask)
 """, """

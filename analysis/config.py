@@ -104,15 +104,24 @@ def _coerce(key: str, value: Any, current: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: 'severity' must be a table of CODE = level")
         try:
-            return {str(k): Severity.parse(str(v)) for k, v in value.items()}
+            levels = {str(k): Severity.parse(str(v)) for k, v in value.items()}
         except ValueError as exc:
             raise ConfigError(f"{where}: severity: {exc}") from None
+        from .codes import CODES
+
+        unknown = [k for k in levels if k not in CODES]
+        if unknown:
+            raise ConfigError(f"{where}: severity: unknown diagnostic code "
+                              f"{', '.join(unknown)} (see docs/codes/README.md)")
+        return levels
     if isinstance(current, tuple):
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where}: {key!r} must be a list of code prefixes")
-        return tuple(value)
+            got = " (got a string: write it as a list, e.g. [\"KS110\"])" \
+                if isinstance(value, str) else ""
+            raise ConfigError(f"{where}: {key!r} must be a list of code prefixes{got}")
+        prefixes = tuple(v.strip().upper() for v in value)
+        _check_prefixes(key, prefixes, where)
+        return prefixes
     if isinstance(current, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: {key!r} must be true or false")
@@ -128,6 +137,37 @@ def _coerce(key: str, value: Any, current: Any, where: str) -> Any:
     return value
 
 
+def _check_prefixes(key: str, prefixes: tuple[str, ...], where: str) -> None:
+    """ConfigError unless every entry is ``KS`` plus up to 3 digits and starts some code: a
+    typo such as ``KS11O`` would otherwise silently select or ignore nothing."""
+    import re
+
+    from .codes import CODES
+
+    bad = [p for p in prefixes if not re.fullmatch(r"KS\d{0,3}", p)]
+    if bad:
+        raise ConfigError(f"{where}: {key!r}: not a code prefix: {', '.join(bad)} "
+                          "(expected e.g. KS, KS1, KS203)")
+    unknown = [p for p in prefixes if not any(c.startswith(p) for c in CODES)]
+    if unknown:
+        raise ConfigError(f"{where}: {key!r}: no diagnostic code starts with "
+                          f"{', '.join(unknown)} (see docs/codes/README.md)")
+
+
+# Keys of [tool.kernelsight] read by other parts of the product: the language server's own
+# settings (server/settings.py ``_SERVER_KEYS``, and the ``agent`` table it flattens into
+# ``agent_model`` / ``agent_budget``). tests/test_config.py keeps the two lists in step.
+OTHER_LAYER_KEYS = frozenset({
+    "docs_url", "inlay_hints", "code_lens", "debounce_ms", "enable", "agent_model",
+    "agent_budget", "max_file_chars", "agent"})
+
+
+def unknown_keys(section: dict) -> list[str]:
+    """Keys of a ``[tool.kernelsight]`` table that no part of the product reads, as written."""
+    names = {f.name for f in fields(Config)} | OTHER_LAYER_KEYS
+    return [k for k in section if _normalise_key(str(k)) not in names]
+
+
 def find_pyproject(start: Path) -> Path | None:
     """The nearest pyproject.toml at or above ``start`` (a file or a folder), or None."""
     start = start.resolve()
@@ -138,12 +178,16 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def load_pyproject(path: Path, base: Config | None = None) -> Config:
+def load_pyproject(path: Path, base: Config | None = None, warn=None) -> Config:
     """Read ``[tool.kernelsight]`` from a pyproject.toml into a Config.
 
+    Args:
+        warn: called with one message per key that no part of the product reads (a typo
+            such as ``ignroe``); None: such keys are skipped silently.
+
     Raises:
-        ConfigError: the file is not valid TOML, or a key has the wrong type (message names
-            the file and the key).
+        ConfigError: the file is not valid TOML, a key has the wrong type, or ``select`` /
+            ``ignore`` / ``severity`` name an unknown code (message names the file and key).
     """
     base = base or Config()
     try:
@@ -153,4 +197,7 @@ def load_pyproject(path: Path, base: Config | None = None) -> Config:
     section = data.get("tool", {}).get("kernelsight", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [tool.kernelsight] must be a table")
+    if warn is not None:
+        for key in unknown_keys(section):
+            warn(f"{path} [tool.kernelsight]: unknown key {key!r} (ignored)")
     return base.merged(section, where=f"{path} [tool.kernelsight]")

@@ -173,6 +173,7 @@ def parse_file(text: str, path: str = "<string>", *,
     _mark_helpers(parsed)
     annotations.attach(tree.root_node, src, parsed, budget_ms=budget_ms)
     _unparsed_jit_functions(tree.root_node, src, parsed)
+    _host_syntax_error(tree.root_node, src, parsed)
     for kernel in parsed.kernels:  # tree-sitter objects do not escape the front end
         for attr in ("_ts_node", "_ts_decorators"):
             if hasattr(kernel, attr):
@@ -223,6 +224,57 @@ def _unparsed_jit_functions(root, src: SourceLines, parsed: ParsedFile) -> None:
                     _report_broken_def(child.start_point[0], src, parsed, kernel_rows)
         if node.has_error:
             stack.extend(node.children)
+
+
+def _host_syntax_error(root, src: SourceLines, parsed: ParsedFile) -> None:
+    """KS910 for the first syntax error outside every kernel (launcher or other host code).
+
+    Kernels that parse are still analysed, but a launch site inside the broken code is not
+    read, so the sizes and grid inferred from it (and the findings they enable) are lost:
+    without this the user would only see some findings silently disappear. Errors inside a
+    kernel, or in a broken ``@jit`` definition, already have their own KS910; a file without
+    kernels is no business of this tool (it is not a Python linter).
+    """
+    if not root.has_error or not parsed.kernels:
+        return
+    taken = [(k.span.line, k.span.end_line) for k in parsed.kernels]
+    taken += [(f.span.line, f.span.end_line) for f in parsed.findings if f.code == "KS910"]
+    best = None
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR" or node.is_missing:
+            r0, r1 = node.start_point[0], node.end_point[0]
+            if not any(r0 <= b and a <= r1 for a, b in taken):
+                if best is None or node.start_point < best.start_point:
+                    best = node
+            continue
+        if node.has_error:
+            stack.extend(node.children)
+    if best is None:
+        return
+    from . import codes
+    from .model import Finding
+
+    row, col = best.start_point
+    c = src.char_col(row, col)
+    what = f"missing '{best.type}'" if best.is_missing else "invalid syntax"
+    try:  # Python's own message and position are more precise when its first error is here
+        ast.parse(src.text)
+    except SyntaxError as exc:
+        r = (exc.lineno or 0) - 1
+        if 0 <= r < len(src.rows) and not any(a <= r <= b for a, b in taken):
+            row, c, what = r, max(0, (exc.offset or 1) - 1), exc.msg
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    line = src.rows[row] if row < len(src.rows) else ""
+    info = codes.get("KS910")
+    parsed.findings.append(Finding(
+        code="KS910", severity=info.severity,
+        message=f"host code does not parse: {what} at line {row + 1}, column {c + 1}; "
+                "launch sites in it are not read, so kernels launched there miss the sizes "
+                "and grid inferred from them",
+        span=Span(row, c, row, max(c + 1, len(line.rstrip())))))
 
 
 def _report_broken_def(row: int, src: SourceLines, parsed: ParsedFile,

@@ -222,3 +222,37 @@ def test_a_file_named_twice_is_checked_once(project, capsys):
     target = project / "pkg" / "buggy.py"
     rc, out, _ = run_check(["--fast", str(target), str(project / "pkg")], capsys)
     assert out.count(" KS502 ") == 1 and rc == 1
+
+
+def test_folder_without_python_files_warns_on_stderr_and_exits_0(project, capsys):
+    (project / "docs").mkdir()
+    (project / "docs" / "readme.txt").write_text("no code here\n")
+    rc, out, err = run_check(["--fast", str(project / "docs")], capsys)
+    assert (rc, out) == (0, "")
+    assert err == f"kernelsight check: warning: no Python files found under {project / 'docs'}\n"
+    # a folder with Python files but no kernels is normal: no warning
+    (project / "docs" / "setup.py").write_text("x = 1\n")
+    assert run_check(["--fast", str(project / "docs")], capsys) == (0, "", "")
+
+
+def test_bad_pyproject_is_reported_once_for_all_the_files_under_it(project, capsys):
+    (project / "pyproject.toml").write_text("[tool.kernelsight\nignore = ['KS5']\n")
+    rc, out, err = run_check(["--fast", str(project / "pkg")], capsys)
+    assert rc == 2 and out == ""
+    assert err.count("pyproject.toml") == 1 and err.startswith("kernelsight check: error: ")
+
+
+def test_pyproject_unknown_code_string_list_and_unknown_key(project, capsys):
+    target = str(project / "pkg" / "buggy.py")
+    (project / "pyproject.toml").write_text("[tool.kernelsight]\nignore = ['KS11O']\n")
+    rc, out, err = run_check(["--fast", target], capsys)
+    assert (rc, out) == (2, "") and "'ignore': not a code prefix: KS11O" in err
+    (project / "pyproject.toml").write_text("[tool.kernelsight]\nignore = 'KS506'\n")
+    rc, _, err = run_check(["--fast", target], capsys)
+    assert rc == 2 and "'ignore' must be a list" in err and "pyproject.toml" in err
+    (project / "pyproject.toml").write_text("[tool.kernelsight]\nignroe = ['KS506']\n"
+                                            "agent-model = 'x'\n")
+    rc, out, err = run_check(["--fast", str(project / "pkg")], capsys)
+    assert rc == 1 and " KS506 " in out
+    assert err == (f"kernelsight check: warning: {project / 'pyproject.toml'} "
+                   "[tool.kernelsight]: unknown key 'ignroe' (ignored)\n")

@@ -201,7 +201,10 @@ def test_syntax_error_elsewhere_keeps_intact_kernels_and_reports_ks910():
     assert good is not None and good.tree is not None and not good.has_syntax_error
     codes = {(f.code, f.span.line) for f in a.report.findings}
     assert ("KS501", 6) in codes  # the intact kernel is still checked
-    [broken] = [f for f in a.report.findings if f.code == "KS910"]
+    [broken] = [f for f in a.report.findings if f.code == "KS910" and f.kernel == "broken"]
+    # the broken host function is reported too (its launch sites would be lost silently)
+    [host] = [f for f in a.report.findings if f.code == "KS910" and f.kernel is None]
+    assert host.span.line == 13 and "host code does not parse" in host.message
     assert p.kernel("broken").has_syntax_error and p.kernel("broken").tree is None
     assert broken.span == p.kernel("broken").name_span == Span(9, 4, 9, 10)
     assert broken.message == "kernel 'broken' not analysed: invalid syntax at line 11, column 5"

@@ -215,3 +215,47 @@ async def test_inferred_annotations_are_offered_verified_and_check_cleanly(clien
         text_document=t.TextDocumentIdentifier(uri)))
     [kernel] = [s for s in symbols if s.name == "add_kernel"]
     assert {"X", "grid"} <= {c.name for c in kernel.children}
+
+
+# The newcomer's Neovim kernel: the launcher sets BLOCK_N = triton.next_power_of_2(N), a
+# relation that the inferred `#@ tensor`/`#@ grid` directives cannot carry, so inserting them
+# made the engine report a false KS301 (Y[0, 64] never written for N = 65).
+BIAS_RELU = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bias_relu_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+    y = tl.maximum(x + b, 0.0)
+    tl.store(y_ptr + row * stride_ym + cols, y, mask=mask)
+
+
+def bias_relu(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    M, N = x.shape
+    y = torch.empty_like(x)
+    BLOCK_N = triton.next_power_of_2(N)
+    bias_relu_kernel[(M,)](x, b, y, M, N, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N)
+    return y
+'''
+
+
+@pytest.mark.asyncio
+async def test_inferred_annotations_are_not_offered_when_they_add_a_finding(client):
+    uri = (EXAMPLES / "kernels" / "bias_relu_probe.py").as_uri()
+    open_doc(client, uri, BIAS_RELU)
+    await wait_full(client, uri, 1)
+    await eventually(lambda: client.diagnostics.get(uri) is not None, what="diagnostics")
+    assert not [d for d in client.diagnostics[uri] if d.code == "KS301"]
+    inside = _pos(BIAS_RELU, "cols = tl.arange")
+    actions = await client.text_document_code_action_async(t.CodeActionParams(
+        text_document=t.TextDocumentIdentifier(uri), range=t.Range(start=inside, end=inside),
+        context=t.CodeActionContext(diagnostics=[])))
+    titles = [a.title for a in actions or []]
+    assert "Optimize this kernel (bias_relu_kernel)" in titles
+    assert not [x for x in titles if x.startswith("Insert the annotations inferred")], titles

@@ -136,3 +136,17 @@ def test_initialize_keeps_every_capability_the_server_reads():
         "textDocument": {}}
     assert "experimental" not in keep_read_capabilities({"experimental": {"x": 1}})
     assert READ_CAPABILITIES["general"] == {"positionEncodings": None}
+
+
+def test_inferred_annotation_check_rejects_an_insertion_that_adds_a_finding():
+    from test_server_features import BIAS_RELU
+    from kernelsight.analysis.config import Config
+    from kernelsight.server.features.code_actions import _verify
+    lines = BIAS_RELU.split("\n")
+    line = lines.index("    row = tl.program_id(0)")
+    bad = ("    #@ tensor X = x_ptr[m: M, n: N] strides(stride_xm, 1)\n"
+           "    #@ tensor Y = y_ptr[m: M, n: N] strides(stride_ym, 1)\n"
+           "    #@ grid (M,)\n")
+    assert not _verify(BIAS_RELU, "bias_relu.py", Config(), line, bad, "bias_relu_kernel")
+    # a comment adds nothing: the same findings, shifted by one line, are no new finding
+    assert _verify(BIAS_RELU, "bias_relu.py", Config(), line, "    # note\n", "bias_relu_kernel")

@@ -80,6 +80,7 @@ class _Evaluator:
         self.terms = it.terms
         self.env = env
         self.memo: dict[str, int] = {}
+        self._split: dict[Poly, tuple] = {}  # see lane_poly
         self._lane_dep: dict[str, bool] = it.__dict__.setdefault("_grid_lane_dep", {})
 
     def lane_dep(self, a: str) -> bool:
@@ -119,6 +120,39 @@ class _Evaluator:
                 self.memo[a] = r
             return r
         raise _Unknown(a)
+
+    def lane_poly(self, p: Poly, lane: dict) -> int:
+        """``poly(p, lane)`` for loops over the lanes of one environment (which must not
+        change while this evaluator is used): the monomials that do not depend on the lane
+        are summed once per Poly. Integer arithmetic is exact, so the order does not matter,
+        and ``_Unknown`` is raised exactly when ``poly`` would raise it."""
+        split = self._split.get(p)
+        if split is None:
+            env = self.env
+            fixed = 0
+            dyn = []
+            for m, c in p.terms.items():
+                v = c
+                lane_atoms = []
+                for a in m:
+                    x = env.get(a)
+                    if x is not None:
+                        v *= x
+                    elif a[0] == "%" or (a[0] == "{" and self.lane_dep(a)):
+                        lane_atoms.append(a)
+                    else:
+                        v *= self.atom(a, None)
+                if lane_atoms:
+                    dyn.append((v, lane_atoms))
+                else:
+                    fixed += v
+            split = self._split[p] = (fixed, dyn)
+        total, dyn = split
+        for v, atoms in dyn:
+            for a in atoms:
+                v *= self.atom(a, lane)
+            total += v
+        return total
 
     def poly(self, p: Poly, lane: dict | None = None) -> int:
         # hot (every lane of every box): atoms bound in env are looked up inline
@@ -236,14 +270,14 @@ def _box(it: Interp, acc: Access, coords: list[Poly], env: dict) -> _Box | None:
             lane = {f"%{k}": x for k, x in enumerate(lane_vals)}
             ok = True
             for c in multi:
-                r = b_eval(c, lambda p: ev.poly(p, lane))
+                r = b_eval(c, lambda p: ev.lane_poly(p, lane))
                 if r is None:
                     return None
                 if not r:
                     ok = False
                     break
             if ok:
-                pts.add(tuple(ev.poly(c, lane) for c in coords))
+                pts.add(tuple(ev.lane_poly(c, lane) for c in coords))
     except _Unknown:
         return None
     return _Box((), {}, points=pts)

@@ -272,7 +272,8 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         if limit <= INT32_MAX:
             rep.outcome("proved", text, acc.span)
             continue
-        res = None if r.needs_grid else _overflow_witness(it, solver, r.poly, limit)
+        within = _declared_within(it, acc, limit)
+        res = None if r.needs_grid else _overflow_witness(it, solver, r.poly, limit, within)
         method = "enumeration"
         if res is None:
             method = "smt"
@@ -281,13 +282,11 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
             dom = Domain(r.shape, list(acc.loops), list(acc.guards) if _guards_ok(acc) else [])
             hint = [cmp("==", Poly.atom(a), Poly.const(4096)) for a in sorted(r.poly.atoms())
                     if a in it.runtime_params][:1]
-            if r.needs_grid:
-                # one goal (the solver keeps only premises sharing atoms with the last
-                # condition): the overflow, within a declared tensor of max-elements
-                cond = [b_and(*(cond + _declared_within(it, acc, limit)))]
-                first = hint + cond
-            else:
-                first = cond + hint
+            # one goal (the solver keeps only premises sharing atoms with the last
+            # condition): the overflow, within a declared (or inferred) tensor of
+            # max-elements, so the counterexample never needs a larger tensor than allowed
+            cond = [b_and(*(cond + within))]
+            first = hint + cond
             res = solver.query(first, dom, small_first=False) if hint else Result("unknown")
             if res.status != "sat":
                 res = solver.query(cond, dom, small_first=False)
@@ -331,7 +330,8 @@ def _declared_within(it: Interp, acc: Access, limit: int) -> list:
     return [cmp("<=", total, Poly.const(limit))]
 
 
-def _overflow_witness(it: Interp, solver: SolverContext, p: Poly, limit: int) -> Result | None:
+def _overflow_witness(it: Interp, solver: SolverContext, p: Poly, limit: int,
+                      within: list = ()) -> Result | None:
     """Without assumptions, a direct witness: every run-time argument of the product = 4096
     (a common row length), other atoms 0, and the smallest program id 0 that passes 2^31 - 1.
     None when assumptions exist or the product is not increasing in program id 0."""
@@ -359,16 +359,18 @@ def _overflow_witness(it: Interp, solver: SolverContext, p: Poly, limit: int) ->
     # the other sizes: any small choice under which the assumptions and the grid hold
     from .values import b_eval
     others = sorted({a for c in solver.assumptions for q in _polys(c) for a in q.atoms()} |
-                    {a for b in solver.pid_bounds.values() if b is not None for a in b.atoms()})
+                    {a for b in solver.pid_bounds.values() if b is not None for a in b.atoms()} |
+                    {a for c in within for q in _polys(c) for a in q.atoms()})
     others = [a for a in others if a not in env and a not in it.consts][:3]
     import itertools
-    for combo in itertools.product([env["pid0"] + 1, 1, 64, 4096], repeat=len(others)):
+    # sizes tried from the realistic (a 4096 row, the grid just large enough) down to 1
+    for combo in itertools.product([env["pid0"] + 1, 4096, 64, 1], repeat=len(others)):
         trial = dict(env, **dict(zip(others, combo)))
         look2 = lambda a: trial.get(a, int(it.consts.get(a, 0))
                                     if isinstance(it.consts.get(a, 0), int) else 0)
         ev = lambda q: it.terms.evaluate(q, look2)
         try:
-            if not all(b_eval(c, ev) is True for c in solver.assumptions):
+            if not all(b_eval(c, ev) is True for c in list(solver.assumptions) + list(within)):
                 continue
             if not all(trial["pid0"] < ev(b) for ax, b in solver.pid_bounds.items()
                        if ax == 0 and b is not None):

@@ -778,7 +778,9 @@ class _GridChecks:
                     return None
                 coords[a.id] = c
             sizes = it.decl_sizes(decl)
-            extent_from = f"#@ tensor {decl.name}"
+            from .checks import _inferred_decls
+            extent_from = (f"{decl.name}, inferred from the launch site"
+                           if decl.ptr in _inferred_decls(it) else f"#@ tensor {decl.name}")
             for c in self.ann.computes:
                 if c.out.tensor == decl.name:
                     comp = c
@@ -1109,10 +1111,13 @@ class _GridChecks:
                  f"extent from {t.extent_from}: {list(sizes)}"]
         if writer is not None:
             pid, lane, inside = writer
+            lane_txt = " ".join(f"{k}={v}" for k, v in lane.items()) if isinstance(lane, dict) \
+                else str(lane)
             if inside:
-                notes.append(f"program {pid} would write it (lane {lane}) but its mask is false")
+                notes.append(f"program {pid} would write it (lane {lane_txt}) but its mask is "
+                             f"false")
             else:
-                notes.append(f"program {pid} would write it (lane {lane}), but the grid "
+                notes.append(f"program {pid} would write it (lane {lane_txt}), but the grid "
                              f"{self._grid_text(env)} has no such program")
         else:
             notes.append("no program of any grid would write it: the address or mask never "
@@ -1313,12 +1318,12 @@ class _GridChecks:
                     return None
                 for lane_vals in itertools.product(*allowed):
                     lane = {f"%{k}": x for k, x in enumerate(lane_vals)}
-                    r = b_eval(w.discard, lambda p: ev.poly(p, lane))
+                    r = b_eval(w.discard, lambda p: ev.lane_poly(p, lane))
                     if r is None:
                         return None
                     if not r:
                         for j, coord in rng.items():
-                            kept[j].add(ev.poly(coord, lane))
+                            kept[j].add(ev.lane_poly(coord, lane))
         except _Unknown:
             return None
         return kept

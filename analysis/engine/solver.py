@@ -99,6 +99,7 @@ class SolverContext:
         self.templates: list = []
         self.shared_with: list = []  # contexts of earlier cases of the same kernel
         self._cache: dict[Any, Result] = {}
+        self._assume_lanes: bool | None = None  # do assumptions mention index variables
 
     # -- public ---------------------------------------------------------------------------
     def query(self, conds: list, dom: Domain, small_first: bool = True,
@@ -139,13 +140,88 @@ class SolverContext:
             res = self._sample_only(conds, dom, extra_atoms) or Result("unknown")
             self._cache[key] = res
             return res
+        # The tile shape enters a query only through the index variables it uses: the same
+        # bound check of a scalar (a program id's row) at accesses of different tile shapes
+        # is one problem. Only `unsat` is reused: it holds whatever the solver's history,
+        # while a model (sat) or a give-up (unknown) may depend on it.
+        lane_key = self._lane_key(key, used, dom)
+        if lane_key is not None:
+            hit = self._cache.get(lane_key)
+            if hit is not None:
+                self._cache[key] = hit
+                return hit
+        if conds and self._lane_bound_unsat(conds[-1], dom):
+            res = Result("unsat")
+            self._cache[key] = res
+            if lane_key is not None:
+                self._cache[lane_key] = res
+            return res
         try:
             res = self._query(conds, dom, small_first, extra_atoms)
         except Exception:  # z3 exceptions (e.g. on exotic terms) mean "not proved"
             res = Result("unknown")
         self.seconds += time.thread_time() - t0
         self._cache[key] = res
+        if lane_key is not None and res.status == "unsat":
+            self._cache[lane_key] = res
         return res
+
+    def _lane_bound_unsat(self, goal, dom: Domain) -> bool:
+        """True when ``goal`` is a comparison of a polynomial that is linear in index
+        variables (``%k``, each in ``[0, shape[k])``) over constexprs only, and no lane makes
+        it hold (a tile index against a constexpr extent): z3 would answer ``unsat`` for any
+        premises, so it is not asked."""
+        if goal[0] != "cmp":
+            return False
+        lo = hi = 0
+        for m, c in goal[2].terms.items():
+            lane = None
+            for a in m:
+                x = self.consts.get(a)
+                if isinstance(x, int):
+                    c *= x
+                elif lane is None and a[0] == "%" and a[1:].isdigit() \
+                        and int(a[1:]) < len(dom.shape) and dom.shape[int(a[1:])] >= 1:
+                    lane = dom.shape[int(a[1:])] - 1
+                else:
+                    return False
+            if lane is None:
+                lo += c
+                hi += c
+            elif c >= 0:
+                hi += c * lane
+            else:
+                lo += c * lane
+        op = goal[1]
+        if op == "<":
+            return lo >= 0
+        if op == "<=":
+            return lo > 0
+        if op == "==":
+            return lo > 0 or hi < 0
+        if op == "!=":
+            return lo == hi == 0
+        return False
+
+    def _lane_key(self, key: tuple, used: set[str], dom: Domain) -> tuple | None:
+        """``key`` with the tile shape cut down to the axes of the index variables in
+        ``used`` (both ways the solver reads an axis from a name), or None when assumptions
+        or templates could bring other index variables into the query."""
+        if self.templates:
+            return None
+        if self._assume_lanes is None:
+            self._assume_lanes = any(a[0] == "%" for e in self.assumptions
+                                     for p in b_polys(e) for a in self.terms.deep_atoms(p))
+        if self._assume_lanes:
+            return None
+        axes: set[int] = set()
+        for a in used:
+            if a[0] == "%":
+                axes.add(int(a[1:2]) if a[1:2].isdigit() else 0)
+                if a[1:2].isdigit():
+                    axes.add(int(_digits(a[1:])))
+        shape = tuple((k, dom.shape[k] if k < len(dom.shape) else None) for k in sorted(axes))
+        return ("lanes", shape) + key[:1] + key[2:]
 
     def spent(self) -> float:
         return self.seconds + sum(getattr(o, "seconds", 0.0) for o in self.shared_with)

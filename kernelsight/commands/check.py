@@ -89,7 +89,11 @@ def run(args: argparse.Namespace) -> int:
         if not p.exists():
             error(f"{raw}: no such file or directory")
         elif p.is_dir():
-            files.extend(_python_files(p, error))
+            found = _python_files(p, error)
+            if not found:  # exit 0 with no output would read as "checked, all clean"
+                print(f"kernelsight check: warning: no Python files found under {raw}",
+                      file=sys.stderr)
+            files.extend(found)
         else:
             files.append(p)
 
@@ -97,12 +101,17 @@ def run(args: argparse.Namespace) -> int:
     for path in files:  # a file named twice (or inside a folder also named) is checked once
         unique.setdefault(path.resolve(), path)
     reports = []
+    config_errors: set[str] = set()
     started = time.perf_counter()
     for path in unique.values():
         try:
             config = configs.for_path(path)
         except ConfigError as exc:
-            error(str(exc))
+            if str(exc) not in config_errors:  # once per pyproject, not once per file
+                config_errors.add(str(exc))
+                error(str(exc))
+            else:
+                errors += 1
             continue
         try:
             data = path.read_bytes()
@@ -175,7 +184,7 @@ class _ConfigFinder:
             p = Path(explicit)
             if not p.is_file():
                 raise ConfigError(f"--config {explicit}: no such file")
-            self.fixed = load_pyproject(p).merged(overrides, where="command line")
+            self.fixed = load_pyproject(p, warn=_warn).merged(overrides, where="command line")
         elif isolated:
             self.fixed = Config().merged(overrides, where="command line")
 
@@ -184,11 +193,24 @@ class _ConfigFinder:
 
         if self.fixed is not None:
             return self.fixed
+        from kernelsight.analysis.config import ConfigError
+
         pyproject = find_pyproject(path)
         if pyproject not in self.cache:
-            base = load_pyproject(pyproject) if pyproject is not None else Config()
-            self.cache[pyproject] = base.merged(self.overrides, where="command line")
-        return self.cache[pyproject]
+            try:
+                base = load_pyproject(pyproject, warn=_warn) if pyproject is not None \
+                    else Config()
+                self.cache[pyproject] = base.merged(self.overrides, where="command line")
+            except ConfigError as exc:  # kept: every file under it fails the same way
+                self.cache[pyproject] = exc
+        got = self.cache[pyproject]
+        if isinstance(got, ConfigError):
+            raise got
+        return got
+
+
+def _warn(message: str) -> None:
+    print(f"kernelsight check: warning: {message}", file=sys.stderr)
 
 
 def _python_files(folder: Path, error) -> list[Path]:

@@ -1,12 +1,13 @@
 """Code actions: the analysis' mechanical quick fixes, "suppress this code on this line",
-"insert the annotations inferred from the launch site" (offered only when the inserted
-directives analyse without a KS9xx finding), and per kernel "Optimize this kernel" /
+"insert the annotations inferred from the launch site" (offered only when the document
+with the inserted directives has no finding that it did not have before), and per kernel "Optimize this kernel" /
 "Benchmark this kernel" (commands served by ``features.commands``)."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
+from collections import Counter
 
 from lsprotocol import types as t
 
@@ -78,14 +79,30 @@ def _inferred_text(kernel, parsed, lines: list[str]) -> tuple[int, str] | None:
     return line, "".join(f"{indent}{d.strip()}\n" for d in directives)
 
 
+def _finding_keys(findings, insert_line: int = -1, shift: int = 0) -> Counter:
+    """Findings counted by (code, line); lines at or after ``insert_line`` move by ``shift``."""
+    return Counter((f.code, f.span.line + shift if f.span.line >= insert_line >= 0 else f.span.line)
+                   for f in findings)
+
+
 def _verify(text: str, path: str, config, line: int, block: str, kernel_name: str) -> bool:
-    """True when the text with ``block`` inserted before ``line`` has no KS9xx finding for
-    the kernel (the fast tier parses and checks every directive)."""
+    """True when inserting ``block`` before ``line`` adds no finding to the document.
+
+    Both texts go through the full analysis: the fast tier alone would miss a new engine
+    finding, e.g. a KS301 when the directives lose a launcher relation such as
+    ``BLOCK_N = triton.next_power_of_2(N)``. Findings are compared by code and line, the
+    original's lines shifted past the inserted block.
+    """
     lines = text.split("\n")
     new_text = "\n".join(lines[:line]) + ("\n" if line else "") + block + "\n".join(lines[line:])
-    rr = run_analysis(new_text, path, config, fast=True)
-    return not any(f.code.startswith("KS9") and f.kernel in (None, kernel_name)
-                   for f in rr.analysis.report.findings)
+    after = run_analysis(new_text, path, config, fast=False).analysis.report.findings
+    if any(f.code.startswith("KS9") and f.kernel in (None, kernel_name) for f in after):
+        return False
+    before = run_analysis(text, path, config, fast=False).analysis.report.findings
+    added = _finding_keys(after) - _finding_keys(before, line, block.count("\n"))
+    if added:
+        log.info("inferred annotations for %s would add %s", kernel_name, sorted(added))
+    return not added
 
 
 def _infer_and_verify(result, kernel, path: str, config) -> tuple[int, str] | None:
