@@ -430,7 +430,10 @@ x = 1
 def k(...): ...
 """)
 _code("KS910", "kernel-syntax-error", "Kernel not analysed: syntax error", _E, """
-The kernel's definition does not parse; other kernels in the file are still analysed.""", """
+The kernel's definition does not parse; other kernels in the file are still analysed. Also
+reported, once, for the first syntax error in the host code of a file with kernels: the
+launch sites in code that does not parse are not read, so what the analysis infers from them
+(tensor sizes, the grid) is missing until it parses.""", """
 def k(x_ptr, N:
 """, """
 def k(x_ptr, N):

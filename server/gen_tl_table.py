@@ -51,26 +51,77 @@ def _clean(doc: str) -> tuple[str, dict[str, str]]:
     body: list[str] = []
     params: dict[str, str] = {}
     current: str | None = None
+    in_type = False  # inside a `:type x:` field, whose wrapped lines are not body text either
     for line in lines:
         m = _PARAM.match(line)
         if m:
-            current = m.group("name")
+            current, in_type = m.group("name"), False
             params[current] = m.group("text").strip()
             continue
         if _TYPE.match(line):
-            current = None
+            current, in_type = None, True
             continue
-        if current is not None and line.startswith((" ", "\t")) and line.strip():
+        continued = line.startswith((" ", "\t")) and line.strip()
+        if in_type and continued:
+            continue
+        if current is not None and continued:
             params[current] += " " + line.strip()
             continue
-        current = None
+        current, in_type = None, False
         body.append(line)
-    text = _roles("\n".join(body).strip())
+    # a removed field list leaves its surrounding blank lines behind: keep one
+    text = "\n".join(_markdown_blocks(body))
+    text = _roles(re.sub(r"\n[ \t]*\n(?:[ \t]*\n)+", "\n\n", text).strip())
     params = {k: _roles(v) for k, v in params.items()}
-    text = re.sub(r"\.\. code-block:: \w+\n", "```python\n", text)
     if len(text) > _MAX_DOC:
-        text = text[:_MAX_DOC].rsplit("\n", 1)[0] + "\n…"
+        text = text[:_MAX_DOC].rsplit("\n", 1)[0]
+        text += "\n```\n…" if text.count("```") % 2 else "\n…"  # close a cut fence
     return text, params
+
+
+_CODE_BLOCK = re.compile(r"^\s*\.\. code-block::\s*(?P<lang>\w*)\s*$")
+
+
+def _markdown_blocks(lines: list[str]) -> list[str]:
+    """reST blocks -> markdown: ``.. code-block::`` and ``para::`` literal blocks become
+    closed fences (dedented); other indented lines are block quotes, which markdown would
+    show as code, so they are dedented into plain paragraphs and lists."""
+    out: list[str] = []
+    code: list[str] | None = None
+
+    def close() -> None:
+        nonlocal code
+        if code is not None:
+            while code and not code[-1].strip():
+                code.pop()
+            while code and not code[0].strip():
+                code.pop(0)
+            indents = [len(c) - len(c.lstrip()) for c in code if c.strip()]
+            cut = min(indents, default=0)
+            out.extend(c[cut:] for c in code)
+            out.extend(["```", ""])
+            code = None
+
+    for line in lines:
+        if code is not None:
+            if not line.strip() or line.startswith((" ", "\t")):
+                code.append(line)
+                continue
+            close()
+        if re.match(r"^\s*\.\. highlight::", line):
+            continue
+        m = _CODE_BLOCK.match(line)
+        if m:
+            out.append("```" + (m.group("lang") or "python"))
+            code = []
+            continue
+        if line.rstrip().endswith("::") and not line.lstrip().startswith(".."):
+            out.extend([line.rstrip()[:-1], "", "```python"])
+            code = []
+            continue
+        out.append(line.lstrip())
+    close()
+    return out
 
 
 def _roles(text: str) -> str:

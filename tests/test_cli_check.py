@@ -256,3 +256,21 @@ def test_pyproject_unknown_code_string_list_and_unknown_key(project, capsys):
     assert rc == 1 and " KS506 " in out
     assert err == (f"kernelsight check: warning: {project / 'pyproject.toml'} "
                    "[tool.kernelsight]: unknown key 'ignroe' (ignored)\n")
+
+
+def test_docs_cli_sample_output_is_the_real_output_of_its_command(capsys, monkeypatch):
+    """docs/cli.md shows "output of this version, shortened": every line it shows (other than
+    the `...` elisions) must be a line of the real output, in the same order."""
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "cli.md").read_text()
+    block = doc.split("```\n$ kernelsight check ", 1)[1].split("```", 1)[0]
+    command, *shown = block.rstrip("\n").split("\n")
+    monkeypatch.chdir(root)
+    _, out, _ = run_check(command.split(), capsys)
+    real = out.splitlines()
+    at = 0
+    for line in shown:
+        if line.strip() == "...":
+            continue
+        assert line in real[at:], f"docs/cli.md shows a line the command no longer prints: {line}"
+        at = real.index(line, at) + 1

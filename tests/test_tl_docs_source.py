@@ -343,3 +343,28 @@ def test_merge_fills_only_empty_docs_and_keeps_param_docs_of_current_parameters(
     assert merged["load"]["doc"] == "New." and "doc_version" not in merged["load"]
     assert merged["load"]["param_docs"] == {}
     assert merged["new"]["doc"] == "" and "doc_version" not in merged["new"]
+
+
+def test_wrapped_type_field_lines_stay_out_of_the_docstring_body():
+    doc = '''Store data.
+
+    :param cache_modifier: changes cache option
+    :type cache_modifier: str, optional, one of {"", ".wb"}, where ".wb" stands for
+        cache write-back all coherent levels, see `cache operator
+        <https://example.invalid>`_ for more details.
+    :param eviction_policy: changes eviction policy
+    :type eviction_policy: str, optional
+
+    Also a member function of :py:class:`tensor`.
+    '''
+    text, params = gen_tl_table._clean(doc)
+    assert text == "Store data.\n\nAlso a member function of `tensor`."
+    assert params == {"cache_modifier": "changes cache option",
+                      "eviction_policy": "changes eviction policy"}
+
+
+@needs_bundled_version
+def test_bundled_store_hover_doc_has_no_cache_modifier_type_text():
+    store = _bundled()["members"]["store"]
+    assert "write-back" not in store["doc"] and "cache operator" not in store["doc"]
+    assert store["doc"].endswith("`store(x, ...)`.") and "\n\n\n" not in store["doc"]
