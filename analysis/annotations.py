@@ -15,6 +15,7 @@ with a syntax error. The parser never raises on user text.
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 import textwrap
 import time
@@ -822,6 +823,11 @@ def _partners(raw: _Raw, ann: Annotations, ctx: _Ctx) -> None:
     if not m or colon >= len(t) or t[colon] != ":":
         ctx.error("KS901", "expected 'LEAD: PARTNER, ...' after 'partners'",
                   _at(b, m.end() if m else 0) if t else b.end_span())
+        return
+    if keyword.iskeyword(m.group()):
+        # a keyword matches the identifier pattern but is no variable (and ast rejects it)
+        ctx.error("KS901", f"expected a kernel variable before ':', got the keyword "
+                  f"'{m.group()}'", b.span(m.start(), m.end()))
         return
     exprs = [Expr(m.group(), ast.parse(m.group(), mode="eval").body, b.span(0, m.end()))]
     parts = _split_top(t, colon + 1, len(t))

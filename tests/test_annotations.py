@@ -313,3 +313,13 @@ def test_arbitrary_directive_text_never_raises_and_errors_point_inside_the_direc
         assert first <= f.span.line <= f.span.end_line <= last, (f, text)
         row = p.lines[f.span.line]
         assert 0 <= f.span.col <= len(row)
+
+
+def test_partners_with_a_keyword_as_lead_is_a_directive_error_not_an_internal_one():
+    # found by the hypothesis test above: `#@ partners from :` matched the identifier
+    # pattern, then ast.parse("from") raised, and the annotations of the kernel were lost
+    p = parse_file(kernel_src("    #@ partners from :\n"), "t.py")
+    codes_seen = [f.code for f in p.findings]
+    assert codes_seen == ["KS901"], p.findings
+    assert "keyword 'from'" in p.findings[0].message
+    assert p.findings[0].span.line == 4
