@@ -8,6 +8,8 @@ are all settled by the cheap syntactic fast paths never load it.
 """
 from __future__ import annotations
 
+import threading
+
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -15,6 +17,9 @@ from .poly import Poly
 from .values import Terms, b_polys
 
 INT32_MAX = 2 ** 31 - 1
+# Serialises every use of z3 (see SolverContext.query).
+_Z3_LOCK = threading.RLock()
+
 # Hardware limits of the launch grid: axis 0 up to 2^31 - 1 programs, axes 1 and 2 up to 65535.
 PID_LIMIT = {0: INT32_MAX, 1: 65535, 2: 65535}
 # Queries with nonlinear terms (products of run-time atoms, division or remainder by a
@@ -157,7 +162,11 @@ class SolverContext:
                 self._cache[lane_key] = res
             return res
         try:
-            res = self._query(conds, dom, small_first, extra_atoms)
+            # z3's main context is not thread-safe: the server runs the full analysis on its
+            # worker thread and the inferred-annotation quick fix verifies on another one;
+            # two threads in z3 at once crashed the server (SIGSEGV) in the protocol fuzzer.
+            with _Z3_LOCK:
+                res = self._query(conds, dom, small_first, extra_atoms)
         except Exception:  # z3 exceptions (e.g. on exotic terms) mean "not proved"
             res = Result("unknown")
         self.seconds += time.thread_time() - t0

@@ -129,7 +129,9 @@ async def inferred_annotation_actions(ls, state, result, uri: str, kernel) -> li
         settings = ls.session.settings_for(state.path)
         loop = asyncio.get_running_loop()
         try:
-            got = await loop.run_in_executor(None, _infer_and_verify, result, kernel,
+            # on the full analysis' own thread: z3 is not thread-safe (see solver._Z3_LOCK)
+            pool = getattr(ls.analyzer, "_full_pool", None)
+            got = await loop.run_in_executor(pool, _infer_and_verify, result, kernel,
                                              state.path or uri, settings.config)
         except Exception:
             log.exception("inferring annotations of %s failed", kernel.name)
