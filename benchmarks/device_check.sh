@@ -8,15 +8,7 @@ set -o pipefail
 out=${1:-/tmp/ks-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-if ! python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >"$out/pip.txt" 2>&1; then
-  rm -rf /tmp/kspkg && mkdir -p /tmp/kspkg && cp -r kernelsight /tmp/kspkg/
-  for d in agent analysis server; do ln -s "$PWD/$d" "/tmp/kspkg/kernelsight/$d"; done
-  export PYTHONPATH=/tmp/kspkg${PYTHONPATH:+:$PYTHONPATH}
-fi
+source benchmarks/device_env.sh "$out/pip.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee "$out/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$out/summary.txt"
 

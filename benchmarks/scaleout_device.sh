@@ -8,16 +8,7 @@ out=${1:-/tmp/ks-scaleout}
 mkdir -p "$out"
 # NVLink multicast stays off (the machine's GPUs are shared); every worker inherits these.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-wheels=$(ls .whl/*.whl .whl-ray/*.whl 2>/dev/null)
-if [ -n "$wheels" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-if ! python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >"$out/pip.txt" 2>&1; then
-  rm -rf /tmp/kspkg && mkdir -p /tmp/kspkg && cp -r kernelsight /tmp/kspkg/
-  for d in agent analysis server; do ln -s "$PWD/$d" "/tmp/kspkg/kernelsight/$d"; done
-  export PYTHONPATH=/tmp/kspkg${PYTHONPATH:+:$PYTHONPATH}
-fi
+source benchmarks/device_env.sh "$out/pip.txt" .whl .whl-ray
 python3 -c "import kernelsight.agent.backends, torch, triton, ray; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'gpus', torch.cuda.device_count())"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 work=/tmp/ks-scaleout-work
