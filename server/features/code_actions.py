@@ -85,7 +85,8 @@ def _finding_keys(findings, insert_line: int = -1, shift: int = 0) -> Counter:
                    for f in findings)
 
 
-def _verify(text: str, path: str, config, line: int, block: str, kernel_name: str) -> bool:
+def _verify(text: str, path: str, config, line: int, block: str, kernel_name: str,
+            before=None) -> bool:
     """True when inserting ``block`` before ``line`` adds no finding to the document.
 
     Both texts go through the full analysis: the fast tier alone would miss a new engine
@@ -98,7 +99,8 @@ def _verify(text: str, path: str, config, line: int, block: str, kernel_name: st
     after = run_analysis(new_text, path, config, fast=False).analysis.report.findings
     if any(f.code.startswith("KS9") and f.kernel in (None, kernel_name) for f in after):
         return False
-    before = run_analysis(text, path, config, fast=False).analysis.report.findings
+    if before is None:  # the document's own full analysis, when the caller has none
+        before = run_analysis(text, path, config, fast=False).analysis.report.findings
     added = _finding_keys(after) - _finding_keys(before, line, block.count("\n"))
     if added:
         log.info("inferred annotations for %s would add %s", kernel_name, sorted(added))
@@ -116,7 +118,9 @@ def _infer_and_verify(result, kernel, path: str, config) -> tuple[int, str] | No
     if got is None:
         return None
     line, block = got
-    if not _verify(result.text, path, config, line, block, kernel.name):
+    # the full result of this very version already holds the findings "before"
+    before = result.analysis.report.findings if result.tier == "full" else None
+    if not _verify(result.text, path, config, line, block, kernel.name, before):
         log.info("inferred annotations for %s not offered: they do not check cleanly",
                  kernel.name)
         return None
