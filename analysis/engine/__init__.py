@@ -316,6 +316,18 @@ def _launch_for(kernel: KernelInfo, parsed: ParsedFile):
 
 
 def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAnalysis:
+    solvers: list = []
+    try:
+        return _analyze_cases(kernel, parsed, config, solvers)
+    finally:
+        # z3 terms are freed here, under the z3 lock, on the analysing thread: left to the
+        # garbage collector they were freed on whatever thread ran it (SolverContext.release)
+        for solver in solvers:
+            solver.release()
+
+
+def _analyze_cases(kernel: KernelInfo, parsed: ParsedFile, config: Config,
+                   solvers: list) -> KernelAnalysis:
     t0 = time.thread_time()
     deadline = t0 + config.kernel_budget_ms / 1000.0
     out = KernelAnalysis()
@@ -330,7 +342,6 @@ def _analyze(kernel: KernelInfo, parsed: ParsedFile, config: Config) -> KernelAn
     fallback = dict(missing)
     budget_reason = None
     shared_cache: dict = {}
-    solvers: list = []
     inferred_grid = _inferred_grid(kernel, parsed)
     # Autotune configs that differ only in launch options (num_warps, num_stages) give the
     # same constexpr case: its findings would all be duplicates, so the case is analysed once

@@ -9,6 +9,7 @@ are all settled by the cheap syntactic fast paths never load it.
 from __future__ import annotations
 
 import threading
+import weakref
 
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -107,6 +108,29 @@ class SolverContext:
         self._assume_lanes: bool | None = None  # do assumptions mention index variables
 
     # -- public ---------------------------------------------------------------------------
+    def release(self) -> None:
+        """Drop the z3 terms this context built, under the z3 lock.
+
+        Freeing a z3 term calls into z3 (``Z3_dec_ref`` on the shared main context); done by
+        whichever thread happens to drop the last reference (or runs the cyclic garbage
+        collector) while another thread is inside a query, it corrupted z3's state and
+        crashed the server (SIGSEGV, seen in CI under the protocol fuzzer). The engine calls
+        this when a kernel's analysis ends; ``__del__`` is the fallback. Idempotent.
+        """
+        with _Z3_LOCK:
+            conv, self._conv = self._conv, None
+            assumed, self._assume_z3 = self._assume_z3, []
+            if conv is not None:
+                conv.clear()
+            del conv, assumed
+
+    def __del__(self):
+        if self._conv is not None or self._assume_z3:
+            try:
+                self.release()
+            except Exception:  # interpreter shutdown: z3 and the lock may be gone
+                pass
+
     def query(self, conds: list, dom: Domain, small_first: bool = True,
               extra_atoms: Iterable[str] = ()) -> Result:
         """Find atom values satisfying every BoolExpr in ``conds`` within ``dom``.
@@ -161,14 +185,16 @@ class SolverContext:
             if lane_key is not None:
                 self._cache[lane_key] = res
             return res
-        try:
-            # z3's main context is not thread-safe: the server runs the full analysis on its
-            # worker thread and the inferred-annotation quick fix verifies on another one;
-            # two threads in z3 at once crashed the server (SIGSEGV) in the protocol fuzzer.
-            with _Z3_LOCK:
+        # z3's main context is not thread-safe: the server runs the full analysis on its
+        # worker thread and the inferred-annotation quick fix verifies on another one;
+        # two threads in z3 at once crashed the server (SIGSEGV) in the protocol fuzzer.
+        # The exception is handled inside the lock: its traceback holds the query's z3
+        # terms, whose release (Z3_dec_ref) is a z3 call too.
+        with _Z3_LOCK:
+            try:
                 res = self._query(conds, dom, small_first, extra_atoms)
-        except Exception:  # z3 exceptions (e.g. on exotic terms) mean "not proved"
-            res = Result("unknown")
+            except Exception:  # z3 exceptions (e.g. on exotic terms) mean "not proved"
+                res = Result("unknown")
         self.seconds += time.thread_time() - t0
         self._cache[key] = res
         if lane_key is not None and res.status == "unsat":
@@ -519,7 +545,9 @@ class _Converter:
 
     def __init__(self, z3, ctx: SolverContext, zctx):
         self.z3 = z3
-        self.ctx = ctx
+        # A proxy, not a reference: a cycle context <-> converter would leave the z3 terms
+        # to the cyclic garbage collector, which runs on any thread (see SolverContext.release).
+        self.ctx = weakref.proxy(ctx)
         self.zctx = zctx
         self.vars: dict[str, Any] = {}
         self.atom_dom: dict[str, list] = {}
@@ -529,6 +557,12 @@ class _Converter:
         self.opaque_side: dict[str, list] = {}
         self._poly_cache: dict[Any, Any] = {}
         self._bool_cache: dict[Any, Any] = {}
+
+    def clear(self) -> None:
+        """Forget every z3 term (the caller holds the z3 lock)."""
+        for d in (self.vars, self.atom_dom, self.atom_small, self.funcs, self.opaque,
+                  self.opaque_side, self._poly_cache, self._bool_cache):
+            d.clear()
 
     def domains(self, used: set[str], dom: Domain) -> tuple[list, list]:
         domain: list = []
