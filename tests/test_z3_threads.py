@@ -27,7 +27,8 @@ KERNELS = sorted((ROOT / "examples" / "kernels").glob("*.py"))
 
 def _z3_terms() -> int:
     z3 = pytest.importorskip("z3")
-    return sum(1 for o in gc.get_objects() if isinstance(o, (z3.AstRef, z3.Solver)))
+    # type(), not isinstance(): isinstance reads __class__, which warns on some torch objects
+    return sum(1 for o in gc.get_objects() if issubclass(type(o), (z3.AstRef, z3.Solver)))
 
 
 def test_no_z3_term_survives_a_kernel_analysis(monkeypatch):
