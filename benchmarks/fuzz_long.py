@@ -261,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     local, chunks = document_pool()
     seq_rnd = random.Random(args.seed)
     seeds = local + seq_rnd.sample(chunks, min(len(chunks), 400))
+    # a run without the corpus is much lighter: say which pool the documents come from
+    print(f"document pool: {len(local)} local seeds, {len(chunks)} one-kernel corpus pieces"
+          f"{'' if chunks else ' (corpus not downloaded)'}", flush=True)
     proto = ProtocolRun(args, stop_at, seeds)
     t_docs = threading.Thread(target=docs.run, name="documents")
     t_proto = threading.Thread(target=proto.run, name="protocol")
