@@ -369,3 +369,27 @@ def test_dot_of_a_causally_selected_undefined_row_is_checked_at_the_store():
     assert codes(body.replace("STORE_MASK", "r[:, None] < T")) == []
     f = one(body.replace("STORE_MASK", "r[None, :] < BT"), "KS403")
     assert f.counterexample.element["i"] >= f.counterexample.sizes["T"]
+
+
+def test_counterexample_names_the_mask_as_written_when_its_formula_has_engine_terms():
+    # pid_m merged from two branches prints as either(...) of opaque // and % terms: the note
+    # shows the mask argument as the user wrote it instead
+    f = one("""
+        @triton.jit
+        def k(a_ptr, c_ptr, M, K, num_m, GROUP: tl.constexpr = 8, BM: tl.constexpr = 16,
+              BK: tl.constexpr = 16):
+            pid = tl.program_id(0)
+            if pid < num_m:
+                pid_m = pid // GROUP
+            else:
+                pid_m = pid % GROUP
+            offs_m = pid_m * BM + tl.arange(0, BM)
+            offs_k = tl.arange(0, BK)
+            mask_a = (offs_m[:, None] < M) & (offs_k[None, :] < K)
+            a = tl.load(a_ptr + offs_m[:, None] * K + offs_k[None, :], mask=mask_a)
+            tl.store(c_ptr + offs_m, tl.sum(a, axis=1), mask=offs_m < M)
+        """, "KS403")
+    note = " ".join(f.counterexample.notes)
+    assert "`mask_a`" in note and "either(" not in note and "{" not in note
+    plain = one(SUM, "KS403")
+    assert plain.counterexample.notes == ["mask i < n is false for this lane"]

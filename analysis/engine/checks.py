@@ -14,7 +14,7 @@ from ..model import Related, Span
 from .access import Access
 from .interp import Interp, _src
 from .poly import ZERO, Poly, fmt
-from .render import MESSAGE_TERMS, atom_names, dot_index_name, elide, show, show_mask
+from .render import MESSAGE_TERMS, atom_names, dot_index_name, elide, mask_text, show
 from .report import Reporter, counterexample, insert_kwarg_fix, related_chain, replace_fix
 from .solver import INT32_MAX, Domain, Result, SolverContext
 from .values import (FINITE, POSITIVE, TRUE, UNDEF, UNKNOWN, b_and, b_not, b_or, cmp,
@@ -727,7 +727,8 @@ def _check_unmasked_beside_masked(it: Interp, solver: SolverContext, rep: Report
             cex = counterexample(res, it, acc.shape, acc.loops,
                                  {"offset": acc.offset, show(n, it): n})
             rel = [Related(other.span, f"masked access of {acc.base}: "
-                           f"{show_mask(other.mask, it)}")] + _related_access(it, acc)
+                           f"{mask_text(other.mask, it, other.mask_node)}")] + \
+                _related_access(it, acc)
             fix = None
             if other.mask_node is not None:
                 mt = _src(it.parsed, other.mask_node)
@@ -952,7 +953,7 @@ def _check_pad(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
     shown = _show_pad(pad.value)
     lane_val = pad.value if isinstance(pad.value, float) else shown
     cex = counterexample(res, it, ob.shape, ob.loops, {"masked lane value": lane_val},
-                         notes=[f"mask {show_mask(pad.mask, it)} is false for this lane"])
+                         notes=[_mask_note(it, pad, acc)])
     rel = [Related(ob.span, f"tl.{ob.data['fn']} reduces over the masked lanes, which hold "
                    f"{shown}" + (f" (from other={raw})" if transformed else ""))]
     rel += _related_access(it, acc)
@@ -1009,6 +1010,14 @@ def _sign_hint(it: Interp, acc: Access, pad, red: str) -> str:
             f"`#@ assume {name}[i] {rel} 0`")
 
 
+def _mask_note(it: Interp, pad, acc: Access) -> str:
+    """The counterexample's note on a padded lane: which mask is false there."""
+    text = mask_text(pad.mask, it, acc.mask_node)
+    if text.startswith("`"):
+        return f"the mask {text} of the tl.load on line {pad.line + 1} is false for this lane"
+    return f"mask {text} is false for this lane"
+
+
 def _undefined_observer(ob) -> str:
     fn = ob.data["fn"]
     if fn == "dot":
@@ -1027,11 +1036,11 @@ def _report_undefined(it: Interp, rep: Reporter, res: Result, acc: Access, pad, 
         if f:
             fixes.append(f)
     cex = counterexample(res, it, shape, loops, {"masked lane value": "undefined"},
-                         notes=[f"mask {show_mask(pad.mask, it)} is false for this lane"])
+                         notes=[_mask_note(it, pad, acc)])
     verb = "writes" if "store" in observer or "atomic" in observer else "reads"
     if store is not None:
         rel = [Related(acc.span, f"tl.load without other=: its masked-off lanes "
-                       f"({show_mask(pad.mask, it)} false) are undefined")]
+                       f"({mask_text(pad.mask, it, acc.mask_node)} false) are undefined")]
         rel += _related_access(it, store)
         rep.report("KS403", f"{observer} writes undefined values: the masked-off lanes of "
                    f"the tl.load on line {pad.line + 1} (no other=)", store.span, cex, rel,

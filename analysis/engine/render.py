@@ -112,6 +112,27 @@ def show_mask(m, interp, limit: int | None = None) -> str:
     return b_fmt(m, atom_names(interp), limit)
 
 
+def internal_terms(text: str) -> bool:
+    """True when a rendered formula shows the engine's own terms rather than the kernel's
+    names: opaque terms (``{(pid0) % 8}``, ``{where(...)}``), values merged from two branches
+    (``either(a, b)``), a second lane or program of a pairwise check (``i'``), or an elision."""
+    return "{" in text or "either(" in text or "'" in text or "…" in text
+
+
+def mask_text(mask, interp, node: ast.AST | None = None) -> str:
+    """A mask for a finding's note or related line: its formula over the kernel's names when
+    that reads plainly (``BLOCK*pid0 + i < n``), else the mask argument as written in the
+    source (``offs_m[:, None] < M``, in backquotes): a formula such as
+    ``TILE_M*{either(pid0, {(pid0 + ...) // GROUP_M})} + i < M`` names no variable the user
+    wrote, and the counterexample's sizes and element already make the lane concrete."""
+    formula = show_mask(mask, interp)
+    if node is None or not internal_terms(formula):
+        return formula
+    from .interp import _src  # render is imported by interp's helpers; import late
+    source = " ".join(_src(interp.parsed, node).split())
+    return f"`{elide(source)}`" if source else formula
+
+
 def describe_value(name: str, v: V, interp) -> tuple[str, list[str]]:
     """(title, tag formulas) for hover, e.g. ``a: tile[64, 32] fp16 (loaded from A)``."""
     shape = "[" + ", ".join(str(n) for n in v.shape) + "]"
