@@ -152,6 +152,12 @@ class Analyzer:
         if self.on_unavailable is not None:
             self.on_unavailable(msg)
 
+    async def on_full_thread(self, fn, *args):
+        """``fn(*args)`` on the full analysis' thread, awaited. z3 is not thread-safe (see
+        ``solver._Z3_LOCK``): work that may query it, such as verifying a quick fix by
+        analysing the edited text, runs where the full analysis runs, one job at a time."""
+        return await asyncio.get_running_loop().run_in_executor(self._full_pool, fn, *args)
+
     def shutdown(self) -> None:
         for state in self.session.docs.values():
             for ev in (state.fast_cancel, state.full_cancel):

@@ -17,7 +17,7 @@ from .poly import ZERO, Poly, fmt
 from .render import MESSAGE_TERMS, atom_names, dot_index_name, elide, mask_text, show
 from .report import Reporter, counterexample, insert_kwarg_fix, related_chain, replace_fix
 from .solver import INT32_MAX, Domain, Result, SolverContext
-from .values import (FINITE, POSITIVE, TRUE, UNDEF, UNKNOWN, b_and, b_not, b_or, cmp,
+from .values import (FINITE, POSITIVE, TRUE, UNDEF, b_and, b_not, b_or, cmp,
                      conjuncts, pad_value_ok)
 
 
@@ -28,7 +28,7 @@ def run_checks(it: Interp, solver: SolverContext, rep: Reporter, launch) -> None
     # Plain code whose tensors were inferred from the launch site: the kernel's own masks and
     # wheres explain a bounds bug better than a declaration the user never wrote, so KS104,
     # KS102/KS105 and KS103 go before KS101 there.
-    inferred = _inferred_decls(it)
+    inferred = inferred_decls(it)
     no_decl: set[int] = set()
     for acc in it.accesses:
         if acc.base not in inferred:
@@ -124,7 +124,7 @@ def _mask_atoms(it: Interp) -> set[str]:
 
 def _inferred_note(it: Interp, decl) -> list[Related]:
     """Where a declaration the user never wrote comes from (the launch site)."""
-    if decl.ptr not in _inferred_decls(it):
+    if decl.ptr not in inferred_decls(it):
         return []
     dims = ", ".join(f"{d.name}: {d.size.text}" for d in decl.dims)
     strides = "" if decl.strides is None else \
@@ -133,7 +133,7 @@ def _inferred_note(it: Interp, decl) -> list[Related]:
                                f"{strides}")]
 
 
-def _inferred_decls(it: Interp) -> set[str]:
+def inferred_decls(it: Interp) -> set[str]:
     """Pointers declared by annotations inferred from the launch site, not by the user (the
     engine completes plain kernels, see ``engine._with_inferred``)."""
     own = it.parsed.kernel(it.kernel.name) if it.parsed is not None else None
@@ -308,8 +308,6 @@ def _check_overflow(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
             fixes.append(replace_fix(call, _src(it.parsed, call) + ".to(tl.int64)",
                                      f"Widen {r.pid_name} to int64"))
         elif r.left:
-            line = r.line
-            lt = r.left
             fixes.append(_edit_left_operand(it, r))
         fixes = [f for f in fixes if f is not None]
         rel = [Related(Span(r.line, r.col, r.line, r.end_col),
@@ -429,7 +427,7 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         rep.outcome("unproved", f"{decl.name} in bounds", acc.span)
         return False
     coords = it.decompose(decl, acc.offset)
-    if coords is None and acc.base in _inferred_decls(it):
+    if coords is None and acc.base in inferred_decls(it):
         # the launch site fixed sizes and strides, not how the kernel walks them
         rep.outcome("unproved", f"{decl.name} in bounds", acc.span)
         return False
@@ -443,7 +441,7 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
         return False
     mask = acc.mask if acc.mask is not None else TRUE
     bounds = _bound_conjuncts(it, mask)
-    aware = _mask_atoms(it) if acc.base in _inferred_decls(it) else None
+    aware = _mask_atoms(it) if acc.base in inferred_decls(it) else None
     for d, c, size in zip(decl.dims, coords, sizes):
         text = f"0 <= {decl.name}.{d.name} = {show(c, it)} < {show(size, it)}"
         lower_ok = _nonneg(it, c, solver) is True
@@ -458,7 +456,7 @@ def _check_declared(it: Interp, solver: SolverContext, rep: Reporter, acc: Acces
             rep.outcome("unproved", text, acc.span)
             continue
         viol = b_or(cmp("<", c, ZERO), cmp(">=", c, size))
-        if lower_ok or acc.base in _inferred_decls(it):
+        if lower_ok or acc.base in inferred_decls(it):
             # negative offsets of plain code are KS102's, which knows its guards
             viol = cmp(">=", c, size)
         res = solver.query([mask, viol], _dom(acc))
@@ -592,7 +590,6 @@ def _check_mask_not_applied(it: Interp, solver: SolverContext, rep: Reporter,
         res = solver.query([b_not(m)], _dom(acc))
         if rep.outcome(res, text, acc.span) != "refuted":
             continue
-        bad = [c for c in conjuncts(m)]
         vals = {}
         for e, n, c in _bound_conjuncts(it, m):
             vals[show(e, it)] = e
@@ -616,7 +613,7 @@ def _check_inferred_extent(it: Interp, solver: SolverContext, rep: Reporter,
                            acc: Access) -> bool:
     if acc.offset is None or acc.base is None or acc.via != "ptr" or acc.kind == "atomic":
         return False
-    if (acc.base in it.decls and acc.base not in _inferred_decls(it)) or \
+    if (acc.base in it.decls and acc.base not in inferred_decls(it)) or \
             _mask_has_opaque(acc.mask):
         return False
     if _has_unknown_atoms(it, acc.offset):

@@ -778,9 +778,9 @@ class _GridChecks:
                     return None
                 coords[a.id] = c
             sizes = it.decl_sizes(decl)
-            from .checks import _inferred_decls
+            from .checks import inferred_decls
             extent_from = (f"{decl.name}, inferred from the launch site"
-                           if decl.ptr in _inferred_decls(it) else f"#@ tensor {decl.name}")
+                           if decl.ptr in inferred_decls(it) else f"#@ tensor {decl.name}")
             for c in self.ann.computes:
                 if c.out.tensor == decl.name:
                     comp = c
@@ -1176,7 +1176,6 @@ class _GridChecks:
     def _check_reads_all(self, t, env: dict, programs, boxes: list[_Box], sizes) -> bool:
         it = self.it
         comp = t.computes
-        ev = _Evaluator(it, env)
         # one written element per program, at most a few programs
         firsts: dict[tuple, _Box] = {}
         for b in boxes:

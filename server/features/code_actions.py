@@ -4,7 +4,6 @@ with the inserted directives has no finding that it did not have before), and pe
 "Benchmark this kernel" (commands served by ``features.commands``)."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections import Counter
@@ -131,12 +130,9 @@ async def inferred_annotation_actions(ls, state, result, uri: str, kernel) -> li
     key = (result.version, kernel.name)
     if key not in state.verified:
         settings = ls.session.settings_for(state.path)
-        loop = asyncio.get_running_loop()
         try:
-            # on the full analysis' own thread: z3 is not thread-safe (see solver._Z3_LOCK)
-            pool = getattr(ls.analyzer, "_full_pool", None)
-            got = await loop.run_in_executor(pool, _infer_and_verify, result, kernel,
-                                             state.path or uri, settings.config)
+            got = await ls.analyzer.on_full_thread(_infer_and_verify, result, kernel,
+                                                   state.path or uri, settings.config)
         except Exception:
             log.exception("inferring annotations of %s failed", kernel.name)
             got = None
