@@ -526,7 +526,52 @@ def _mask_fixes(it: Interp, acc: Access, solver: SolverContext | None = None,
                 continue
         f = insert_kwarg_fix(it, acc.node, f"mask={name}", f"Apply the mask `{name}`")
         return [f] if f else []
+    if solver is None or viol is None:
+        return []
+    # a mask written inline in a neighbouring access (`tl.load(x_ptr + offs, mask=offs < n)`):
+    # copied when it means the same at this access and z3 shows it removes the violation
+    for other in it.accesses:
+        if other is acc or other.mask is None or other.mask_node is None or \
+                isinstance(other.mask_node, ast.Name) or other.shape != acc.shape:
+            continue
+        text = copyable_mask(it, other.mask_node, acc.line)
+        if text is None or solver.query([other.mask, viol], _dom(acc)).status != "unsat":
+            continue
+        f = insert_kwarg_fix(it, acc.node, f"mask={text}", f"Apply the mask `{elide(text)}`")
+        return [f] if f else []
     return []
+
+
+def copyable_mask(it: Interp, node: ast.expr, at_line: int) -> str | None:
+    """The source of the mask expression ``node`` when copying it to another access on line
+    ``at_line`` (0-based) means the same lanes there: every name in it is a parameter or is
+    bound once, outside any loop, before that line, and it calls nothing that reads memory.
+    None otherwise (a name rebound in between, `offs += BLOCK` in a loop, a loaded value)."""
+    loop_lines = []
+    loop_targets: set[str] = set()
+    for n in ast.walk(it.kernel.tree):
+        if isinstance(n, (ast.For, ast.While)):
+            loop_lines.append((n.lineno - 1, (n.end_lineno or n.lineno) - 1))
+            if isinstance(n, ast.For):
+                loop_targets |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            fn = _src(it.parsed, n.func)
+            if any(w in fn for w in ("load", "atomic", "store", "rand")):
+                return None
+        if not isinstance(n, ast.Name):
+            continue
+        if n.id in loop_targets:
+            return None
+        binds = it.assign_nodes.get(n.id, [])
+        if len(binds) > 1:
+            return None
+        for stmt in binds:
+            line = stmt.lineno - 1
+            if line >= at_line or any(lo <= line <= hi for lo, hi in loop_lines):
+                return None
+    text = " ".join(_src(it.parsed, node).split())
+    return text or None
 
 
 def _fitting_masks(it: Interp, acc: Access, include_used: bool = False):
@@ -728,10 +773,11 @@ def _check_unmasked_beside_masked(it: Interp, solver: SolverContext, rep: Report
                 _related_access(it, acc)
             fix = None
             if other.mask_node is not None:
-                mt = _src(it.parsed, other.mask_node)
-                if isinstance(other.mask_node, ast.Name):
+                mt = copyable_mask(it, other.mask_node, acc.line)
+                if mt is not None and solver.query([other.mask, viol], _dom(acc)).status \
+                        == "unsat":
                     fix = insert_kwarg_fix(it, acc.node, f"mask={mt}",
-                                           f"Apply the mask `{mt}`")
+                                           f"Apply the mask `{elide(mt)}`")
             rep.report("KS103", f"{_op_name(acc)} through {acc.base} is unmasked while line "
                        f"{other.line + 1} masks the same pointer: this lane leaves that extent",
                        acc.span, cex, rel, [fix] if fix else [],

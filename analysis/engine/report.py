@@ -93,6 +93,7 @@ def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
         if isinstance(v, int):  # constexpr flags (bool) as 0/1: they select the code path
             sizes.setdefault(k, int(v))
     out_vals: dict[str, Any] = {}
+    loop_atoms = {l.atom for l in loops}
 
     def env(a: str) -> int:
         if a in m:
@@ -107,6 +108,13 @@ def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
 
     for k, v in (values or {}).items():
         if isinstance(v, Poly):
+            # a run-time size or stride the solver never had to pick (the query did not use
+            # it) would be evaluated as 0: `offset=0` beside `A.k=33` misled a reader, so a
+            # value that depends on one is left out
+            if any(a not in m and not isinstance(it.consts.get(a), int) and a[0] not in "%@{"
+                   and not a.startswith("pid") and a not in loop_atoms
+                   for a in it.terms.deep_atoms(v)):
+                continue
             try:
                 out_vals[k] = it.terms.evaluate(v, env, reads)
             except Exception:
