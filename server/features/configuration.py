@@ -67,7 +67,8 @@ def register(ls) -> None:
         startup.save()  # the code compiled for this start, initialize's included
         startup.release()
         log.info("kernelsight %s ready (%s diagnostics, position encoding %s)", ls.version,
-                 "push" if ls.push_mode else "pull", ls.workspace.position_encoding)
+                 "push" if ls.push_mode else "pull",
+                 getattr(ls.workspace.position_encoding, "value", ls.workspace.position_encoding))
         await pull_configuration(ls)
         if ls.session.client_settings:
             reanalyse_all(ls)
