@@ -94,12 +94,22 @@ class Counterexample:
             parts.append(f"program_id={tuple(self.program_id)}")
         if self.element:
             parts.append("element " + " ".join(f"{k}={v}" for k, v in self.element.items()))
+        shown_vars = set()
         if self.loop:
-            parts.append("loop " + " ".join(f"{k}={v}" for k, v in self.loop.items()))
+            items = []
+            for k, v in self.loop.items():
+                var = k[:-5] if k.endswith("_iter") else None
+                if var and var in self.values:  # `off=64 (iteration 1)`, not `off_iter=1`
+                    items.append(f"{var}={self.values[var]} (iteration {v})")
+                    shown_vars.add(var)
+                else:
+                    items.append(f"{k}={v}")
+            parts.append("loop " + " ".join(items))
         if self.sizes:
             parts.append("sizes " + " ".join(f"{k}={v}" for k, v in self.sizes.items()))
-        if self.values:
-            parts.append("values " + " ".join(f"{k}={v}" for k, v in self.values.items()))
+        values = {k: v for k, v in self.values.items() if k not in shown_vars}
+        if values:
+            parts.append("values " + " ".join(f"{k}={v}" for k, v in values.items()))
         if self.method != "smt":
             parts.append(f"(found by {self.method})")
         return "  ".join(parts)

@@ -121,9 +121,73 @@ def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
                 out_vals[k] = "?"
         else:
             out_vals[k] = v
+    # a loop whose variable is not its iteration count (`for off in range(0, N, BLOCK)`)
+    # is keyed `off_iter`; the variable's own value is what a reader compares with the code
+    for l in loops:
+        key = names.get(l.atom, l.var)
+        if key != l.var + "_iter" or key not in loop or l.var in out_vals:
+            continue
+        var = l.lo + Poly.atom(l.atom) * l.step
+        if all(a in m or isinstance(it.consts.get(a), int) or a == l.atom
+               for a in it.terms.deep_atoms(var)):
+            try:
+                out_vals[l.var] = it.terms.evaluate(var, env, reads)
+            except Exception:
+                pass
     return Counterexample(program_id=pid, element=element, loop=loop, sizes=sizes,
                           values=out_vals, method=method or res.method,
                           notes=list(notes or []))
+
+
+def _blocks(it: Interp) -> dict[int, list[tuple[str, int, int]]]:
+    """Per statement id, the ``if``/``for``/``while`` blocks around it as (kind, first line,
+    last line), 0-based; cached on the kernel's tree."""
+    tree = it.kernel.tree
+    hit = getattr(tree, "_ks_blocks", None)
+    if hit is not None:
+        return hit
+    out: dict[int, list[tuple[str, int, int]]] = {}
+    stack: list[tuple[ast.AST, list]] = [(tree, [])]
+    while stack:
+        node, around = stack.pop()
+        out[id(node)] = around
+        inner = around
+        if isinstance(node, (ast.If, ast.For, ast.While)):
+            kind = "if" if isinstance(node, ast.If) else "loop"
+            inner = around + [(kind, node.lineno - 1, (node.end_lineno or node.lineno) - 1)]
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                stack.append((child, inner))
+    try:
+        tree._ks_blocks = out
+    except AttributeError:
+        pass
+    return out
+
+
+def _reaching(it: Interp, stmts: list, line: int) -> list:
+    """Of the assignments ``stmts`` of one name, those that can reach line ``line``: not
+    after it (unless in a loop around it: the next iteration sees them), and not before an
+    unconditional rebinding that precedes it (`cols = ...` in three loops: only the last
+    loop's). Only the related lines depend on this, never a finding."""
+    if it.kernel.tree is None or len(stmts) < 2:
+        return stmts
+    blocks = _blocks(it)
+
+    def encloses(b) -> bool:
+        return b[1] <= line <= b[2]
+
+    before = [s for s in stmts if s.lineno - 1 <= line]
+    after = [s for s in stmts if s.lineno - 1 > line and
+             any(b[0] == "loop" and encloses(b) for b in blocks.get(id(s), []))]
+    last = None
+    for s in before:
+        # a plain rebinding whose every block also holds `line` happens on each way there
+        if isinstance(s, ast.Assign) and all(encloses(b) for b in blocks.get(id(s), [])):
+            last = s
+    if last is not None:
+        before = [s for s in before if s.lineno >= last.lineno]
+    return before + after
 
 
 def related_chain(it: Interp, nodes: list[ast.AST], before_line: int, limit: int = 8,
@@ -143,7 +207,7 @@ def related_chain(it: Interp, nodes: list[ast.AST], before_line: int, limit: int
         if name in seen_names:
             continue
         seen_names.add(name)
-        for stmt in it.assign_nodes.get(name, []):
+        for stmt in _reaching(it, it.assign_nodes.get(name, []), before_line):
             if id(stmt) in seen_stmts:
                 continue
             seen_stmts.add(id(stmt))
