@@ -274,3 +274,24 @@ def test_docs_cli_sample_output_is_the_real_output_of_its_command(capsys, monkey
             continue
         assert line in real[at:], f"docs/cli.md shows a line the command no longer prints: {line}"
         at = real.index(line, at) + 1
+
+
+def test_fail_on_error_passes_a_run_with_only_warnings(tmp_path, capsys):
+    # KS110 (int32 overflow) is a warning by default: a CI step gated on errors passes
+    src = (ROOT / "examples" / "bugs" / "softmax_int32_overflow.py").read_text()
+    path = tmp_path / "k.py"
+    path.write_text(src)
+    status, out, _ = run_check([str(path), "--isolated"], capsys)
+    assert status == 1 and "KS110" in out
+    status, out, _ = run_check([str(path), "--isolated", "--fail-on", "error"], capsys)
+    assert status == 0 and "KS110" in out, "the warning is still printed"
+    status, _, _ = run_check([str(path), "--isolated", "--fail-on", "warning"], capsys)
+    assert status == 1
+
+
+def test_fail_on_error_still_fails_on_an_error(capsys):
+    path = ROOT / "examples" / "bugs" / "quickstart_scale_inplace.py"
+    status, _, _ = run_check([str(path), "--isolated", "--fail-on", "error"], capsys)
+    assert status == 1
+    status, _, _ = run_check([str(path), "--isolated", "--fail-on", "never"], capsys)
+    assert status == 0

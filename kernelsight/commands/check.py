@@ -1,7 +1,7 @@
 """``kernelsight check PATH...``: analyse files or folders and report findings.
 
 Output formats: ruff-style text (default), JSON (a list of finding objects) and SARIF 2.1.0.
-Exit status: 0 no findings, 1 findings, 2 usage, configuration or I/O error (after every other
+Exit status: 0 no findings (none at or above ``--fail-on``), 1 findings, 2 usage, configuration or I/O error (after every other
 file has still been analysed). See docs/cli.md.
 """
 from __future__ import annotations
@@ -40,6 +40,10 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="print the number of findings per code instead of the findings")
     parser.add_argument("--summary", action="store_true",
                         help="print one line per kernel: invariants proved, refuted, unproved")
+    parser.add_argument("--fail-on", choices=("error", "warning", "any", "never"), default="any",
+                        help="the least severe finding that makes the exit status 1: error, "
+                             "warning (and errors), any (also information and hints; the "
+                             "default) or never")
     parser.add_argument("--fast", action="store_true",
                         help="fast tier only: front end, annotations (KS9xx) and language "
                              "rules (KS5xx); no invariant engine")
@@ -162,7 +166,17 @@ def run(args: argparse.Namespace) -> int:
         stream.write(f"{len(reports)} file(s), {kernels} kernel(s) in {elapsed:.2f} s\n")
     if errors:
         return 2
-    return 1 if findings else 0
+    return 1 if _fails(reports, getattr(args, "fail_on", "any")) else 0
+
+
+# the worst Severity value (1 = error, 4 = hint) that still fails the run, per --fail-on
+_FAIL_AT = {"error": 1, "warning": 2, "any": 4, "never": 0}
+
+
+def _fails(reports, fail_on: str) -> bool:
+    """Whether a reported finding is at least as severe as ``fail_on`` asks."""
+    worst = _FAIL_AT[fail_on]
+    return any(int(f.severity) <= worst for _, _, r in reports for f in r.findings)
 
 
 def _is_code_prefix(text: str) -> bool:
