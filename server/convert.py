@@ -143,15 +143,19 @@ def hover_markdown(h: HoverInfo) -> str:
     return "\n\n".join(parts)
 
 
-def code_markdown(code: str, message: str | None = None) -> str:
-    """Explanation of a diagnostic code with its wrong/right example (from the registry)."""
+def code_markdown(code: str, message: str | None = None, counterexample: str = "") -> str:
+    """Explanation of a diagnostic code with its wrong/right example (from the registry);
+    ``counterexample`` (one line, ``Counterexample.describe()``) follows the message, so that
+    a position with several failing checks shows each check's own witness."""
     from kernelsight.analysis import codes
 
     c = codes.CODES.get(code)
+    cex = f"\n\ncounterexample: `{counterexample}`" if counterexample else ""
     if c is None:
-        return f"**{code}**" + (f": {message}" if message else "")
+        return f"**{code}**" + (f": {message}" if message else "") + cex
     head = f"**{c.code} {c.title}** (`{c.name}`)"
     if message:
         head += f"\n\n{message}"
+    head += cex
     return (f"{head}\n\n{c.why}\n\nWrong:\n```python\n{c.wrong}\n```\n\n"
             f"Right:\n```python\n{c.right}\n```\n\nSilence on one line: `# noqa: {c.code}`")

@@ -79,6 +79,9 @@ async def test_hover_on_a_diagnostic_explains_the_code_with_wrong_and_right_exam
     [d] = [d for d in client.diagnostics[uri] if d.code == code]
     value = await _hover(client, uri, d.range.start)
     assert f"**{code} " in value and "Wrong:" in value and "Right:" in value
+    # the finding's own witness, so that each failing check at a position shows its own
+    section = value[value.index(f"**{code} "):]
+    assert "counterexample: `" in section.split("Wrong:")[0]
 
 
 @pytest.mark.asyncio

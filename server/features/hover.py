@@ -35,7 +35,8 @@ def hover_sections(ls, state, lines: list[str], line: int, col: int) -> list[str
     findings = state.findings() or []
     for f in findings:
         if f.span.contains(line, col):
-            sections.append(code_markdown(f.code, f.message))
+            cex = f.counterexample.describe() if f.counterexample is not None else ""
+            sections.append(code_markdown(f.code, f.message, cex))
     if directive is None:
         found = dotted_at(src, col)
         if found is not None:
