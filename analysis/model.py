@@ -108,8 +108,16 @@ class Counterexample:
         if self.sizes:
             parts.append("sizes " + " ".join(f"{k}={v}" for k, v in self.sizes.items()))
         values = {k: v for k, v in self.values.items() if k not in shown_vars}
-        if values:
-            parts.append("values " + " ".join(f"{k}={v}" for k, v in values.items()))
+        # a second program or lane (KS302, KS306) reads like the first: `other program_id=(1,)
+        # other element i=0`, each its own part; plain values share one `values` part
+        plain = {k: v for k, v in values.items() if not isinstance(v, (list, tuple, dict))}
+        if plain:
+            parts.append("values " + " ".join(f"{k}={v}" for k, v in plain.items()))
+        for k, v in values.items():
+            if isinstance(v, dict):
+                parts.append(f"{k} " + " ".join(f"{a}={b}" for a, b in v.items()))
+            elif isinstance(v, (list, tuple)):
+                parts.append(f"{k}={tuple(v)}")
         if self.method != "smt":
             parts.append(f"(found by {self.method})")
         return "  ".join(parts)

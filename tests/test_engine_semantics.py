@@ -277,7 +277,8 @@ def test_store_alignment_related_line_caps_a_huge_formula():
         def k(x_ptr, y_ptr, M, D0, D1, D2, D3, D4, D5, D6, D7, BLOCK: tl.constexpr = 64):
             offs = tl.arange(0, BLOCK)
             idx = (offs // D0 % D1 + offs // D2 % D3 + offs // D4 % D5 + offs // D6 % D7
-                   + offs // D1 % D3 + offs // D5 % D7)
+                   + offs // D1 % D3 + offs // D5 % D7 + offs // D0 % D3 + offs // D2 % D5
+                   + offs // D4 % D7 + offs // D6 % D1 + offs // D3 % D0 + offs // D7 % D2)
             x = tl.load(x_ptr + idx, mask=idx < M)
             tl.store(y_ptr + offs, x, mask=offs < M)
         """
@@ -372,18 +373,16 @@ def test_dot_of_a_causally_selected_undefined_row_is_checked_at_the_store():
 
 
 def test_counterexample_names_the_mask_as_written_when_its_formula_has_engine_terms():
-    # pid_m merged from two branches prints as either(...) of opaque // and % terms: the note
-    # shows the mask argument as the user wrote it instead
+    # a mask over a value merged by a condition the formula cannot show: the note shows the
+    # mask argument as the user wrote it instead
+    # (a value chosen by tl.where and never named prints as `(a if … else b)`: the condition
+    # is not kept, so the formula does not say which lanes it covers)
     f = one("""
         @triton.jit
         def k(a_ptr, c_ptr, M, K, num_m, GROUP: tl.constexpr = 8, BM: tl.constexpr = 16,
               BK: tl.constexpr = 16):
             pid = tl.program_id(0)
-            if pid < num_m:
-                pid_m = pid // GROUP
-            else:
-                pid_m = pid % GROUP
-            offs_m = pid_m * BM + tl.arange(0, BM)
+            offs_m = tl.where(pid < num_m, pid // GROUP, pid % GROUP) * BM + tl.arange(0, BM)
             offs_k = tl.arange(0, BK)
             mask_a = (offs_m[:, None] < M) & (offs_k[None, :] < K)
             a = tl.load(a_ptr + offs_m[:, None] * K + offs_k[None, :], mask=mask_a)

@@ -881,7 +881,7 @@ def _check_tags(it: Interp, solver: SolverContext, rep: Reporter, ob) -> None:
     if ob.kind == "dot":
         # the obligation's index variable %0 runs along the contracted dimension
         kname = dot_index_name(it)
-        names = dict(atom_names(it), **{"%0": kname})
+        names = atom_names(it).with_names({"%0": kname})
         cex = counterexample(res, it, (), ob.loops,
                              {f"a.{dim}": ca, f"b.{dim}": cb},
                              notes=[f"a.{dim} = {elide(fmt(ca, names, MESSAGE_TERMS))} = "

@@ -330,7 +330,8 @@ class _GridChecks:
     def _report_ignored_axis(self, acc: Access, k: int, users: list[Access]) -> None:
         it = self.it
         pk = f"pid{k}"
-        name = self.names.get(pk, pk)
+        user = it.names.get(pk)  # the kernel's variable for this program id, if it has one
+        name = user or f"program_id({k})"
         goal = b_and(acc.mask if acc.mask is not None else TRUE,
                      cmp("==", Poly.atom(pk), Poly.const(1)))
         # program pid_k = 1 must have work of its own: some lane of an access that uses
@@ -384,7 +385,8 @@ class _GridChecks:
                              values={"program_id (second)": list(pid_b), "element": where,
                                      "offset": symbolic},
                              method="smt", notes=notes)
-        msg = (f"tl.store to {acc.base} ignores program_id({k}) ({name}), which the accesses at "
+        msg = (f"tl.store to {acc.base} ignores program_id({k})"
+               f"{f' ({user})' if user else ''}, which the accesses at "
                f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} split work "
                f"along: programs {pid_a} and {pid_b} both write {where} (a write race), and "
                f"the elements the other {name} programs should write are never written")
@@ -553,7 +555,7 @@ class _GridChecks:
                              {f"{decl.name}.{dim} read": coord, f"{idx.text} (computes)":
                               want.poly})
         for r, val in list(res.reads.items())[:6]:
-            cex.values[f"{_read_name(it, r[0])}[{r[1]}]"] = val
+            cex.values[_read_text(it, r[0], r[1])] = val
         out_coords = it.decompose(it.decl_names[comp.out.tensor], acc.offset) or []
         elem = []
         for c in out_coords:
@@ -563,9 +565,18 @@ class _GridChecks:
             except Exception:
                 elem.append("?")
         where = f"{comp.out.tensor}[{', '.join(elem)}]"
+        wkey = f"{idx.text} (computes)"
+        want_val = cex.values.get(wkey)
+        if want_val == "?":
+            # a function of the annotation the solver's witness gives no value at this
+            # argument, or a term it cannot evaluate: say so rather than print `?`
+            del cex.values[wkey]
+            want_text = f"{idx.text}, which the witness leaves open"
+        else:
+            want_text = f"{idx.text} = {want_val}"
         cex.notes.append(f"{where} is computed from {decl.name} at {dim} = "
                          f"{cex.values.get(f'{decl.name}.{dim} read')}, but `computes` names "
-                         f"{dim} = {idx.text} = {cex.values.get(f'{idx.text} (computes)')}")
+                         f"{dim} = {want_text}")
         cex.program_id = self._pid(tuple(m.get(f"pid{k}", 0) for k in range(3)))
         got = _concrete_text(it, coord, self._model_env(m), res.reads)
         msg = (f"footprint: {where} (program {cex.program_id}) reads {decl.name} at {dim} = "
@@ -1472,7 +1483,7 @@ def _concrete_text(it: Interp, p: Poly, env, reads: dict) -> str:
     try:
         val = it.terms.evaluate(p, env, rd)
     except Exception:
-        return fmt(p)
+        return show(p, it)
     if len(p.terms) == 1:
         (mono, c), = p.terms.items()
         if c == 1 and len(mono) == 1 and mono[0][0] == "{":
@@ -1489,6 +1500,14 @@ def _concrete_text(it: Interp, p: Poly, env, reads: dict) -> str:
 def _read_name(it: Interp, base: str) -> str:
     d = it.decls.get(base)
     return d.name if d is not None else base
+
+
+def _read_text(it: Interp, base, arg: int) -> str:
+    """``ExpertIds[25]`` for a value read from memory; ``expert(3)`` for an annotation's
+    function at an argument (solver models key those ("uf", name))."""
+    if isinstance(base, tuple):
+        return f"{base[1]}({arg})"
+    return f"{_read_name(it, base)}[{arg}]"
 
 
 def _divisibility_checked(parsed: ParsedFile, line0: int, num: str, den: str) -> bool:

@@ -93,7 +93,9 @@ class Interp:
         self.unknown_kinds: Counter = Counter()
         self.loops: list[Loop] = []
         self.guards: list = []
-        self.names: dict[str, str] = {}  # atom -> display name
+        self.names: dict[str, str] = {}  # atom -> display name (see _bind_name)
+        self._names_off = 0  # > 0 where assignments do not name atoms (see _bind_name)
+        self.named_sums: dict[str, Poly] = {}  # variable -> the formula it holds (_bind_sum)
         self.masks: list[tuple[str, V, ast.AST]] = []  # named bool tiles (KS104)
         self.assign_nodes: dict[str, list[ast.AST]] = {}
         self.pid_vars: dict[str, int] = {}  # variable -> program id axis it holds
@@ -255,9 +257,9 @@ class Interp:
                     self.hover(target, name, val)
             if val.kind == "int" and val.poly is not None and len(val.poly.terms) == 1:
                 (m, c), = val.poly.terms.items()
-                if c == 1 and len(m) == 1 and m[0].startswith("pid"):
-                    self.names.setdefault(m[0], name)
+                if c == 1 and len(m) == 1 and m[0] in ("pid0", "pid1", "pid2"):
                     self.pid_vars[name] = int(m[0][3:])
+            self._bind_name(name, val)
         elif isinstance(target, (ast.Tuple, ast.List)):
             items = val.const if val.kind == "tuple" else None
             for i, elt in enumerate(target.elts):
@@ -269,6 +271,54 @@ class Interp:
                     self.assign(elt, self.unk("tuple-unpack"), stmt)
         else:
             self.unk("assign-target")
+
+    def _bind_name(self, name: str, val: V) -> None:
+        """Record ``name`` as the display name of the atom a scalar ``val`` is exactly (an
+        opaque term, a value read from memory, a program id, a loop counter), so formulas
+        print ``group_id`` for ``pid // num_pid_in_group`` (render.atom_names).
+
+        The first binding wins and a display name belongs to one atom: rebinding ``x`` later
+        neither renames the old atom nor names the new one ``x`` too. Not recorded: during
+        a loop's probe pass (its values are not the loop's); inside an ``if`` whose condition
+        is undecided (the name holds that atom on one path only; the merged value is named
+        after the ``if``) or an unrolled static loop (one name, a value per iteration); for
+        a parameter's name; and for a helper's locals (``depth > 0``): inlining does not
+        rename them, their names are not in the kernel's text, and a helper inlined twice
+        binds one local to two values. A helper's ``pid = tl.program_id(0)`` still names the
+        program id (it means the same in every scope) unless the kernel uses that name."""
+        if not self.recording or self._names_off or val.shape or val.poly is None or \
+                val.kind not in ("int", "data"):
+            return
+        (m, c), = list(val.poly.terms.items())[:1] or [((), 0)]
+        if len(val.poly.terms) != 1 or c != 1 or len(m) != 1:
+            self._bind_sum(name, val)
+            return
+        atom = m[0]
+        is_pid = atom in ("pid0", "pid1", "pid2")
+        if not (is_pid or atom[0] in "{@"):
+            return
+        if atom in self.names or name in self.params or name in self.names.values() or \
+                name in self.named_sums:
+            return
+        if self.depth:
+            from .render import kernel_names
+            if not is_pid or name in kernel_names(self):
+                return
+        self.names[atom] = name
+
+    def _bind_sum(self, name: str, val: V) -> None:
+        """Record a scalar bound once in the kernel's text to a formula (``pid_m = first_pid_m
+        + ...``, ``start = pid * BLOCK``) in ``named_sums``: render prints ``BLOCK_M*pid_m``
+        where a formula holds that whole formula times a factor. Names bound more than once
+        (``off += BLOCK``) are left out: which binding a reader would take is unclear."""
+        p = val.poly
+        if val.kind != "int" or self.depth or p.is_const() or name in self.named_sums or \
+                name in self.params or name in self.names.values() or \
+                any(a[0] in "%?" or a.endswith("'") for a in p.atoms()):
+            return
+        if _bound_once(self.kernel).get(name) != 1:
+            return
+        self.named_sums[name] = p
 
     def exec_if(self, s: ast.If) -> None:
         cond = self.eval(s.test)
@@ -284,15 +334,19 @@ class Interp:
         depth = len(self.guards)
         if c is not None:
             self.guards.append(c)
-        self.exec_block(s.body)
-        del self.guards[depth:]
-        ret_a, self.returned = self.returned, None
-        after_then = self.env
-        self.env = dict(before)
-        if c is not None:
-            self.guards.append(b_not(c))
-        self.exec_block(s.orelse)
-        del self.guards[depth:]
+        self._names_off += 1
+        try:
+            self.exec_block(s.body)
+            del self.guards[depth:]
+            ret_a, self.returned = self.returned, None
+            after_then = self.env
+            self.env = dict(before)
+            if c is not None:
+                self.guards.append(b_not(c))
+            self.exec_block(s.orelse)
+            del self.guards[depth:]
+        finally:
+            self._names_off -= 1
         ret_b = self.returned
         after_else = self.env
         self.returned = None if (ret_a is None or ret_b is None) else self.merge(ret_a, ret_b)
@@ -311,6 +365,9 @@ class Interp:
             else:
                 merged[k] = self.merge(a, b)
         self.env = merged
+        for k, v in merged.items():
+            if v is not before.get(k):
+                self._bind_name(k, v)  # `(a if … else b)` reads as the name both branches set
 
     def truth(self, v: V) -> bool | None:
         if v.kind == "const":
@@ -413,9 +470,13 @@ class Interp:
         if kind == "static" and None not in (clo, chi, cstep) and cstep != 0:
             values = list(range(clo, chi, cstep))
             if len(values) <= self.config.max_unroll:
-                for v in values:
-                    self.env[var] = int_const(v)
-                    self.exec_block(s.body)
+                self._names_off += 1  # one name, a value per iteration (see _bind_name)
+                try:
+                    for v in values:
+                        self.env[var] = int_const(v)
+                        self.exec_block(s.body)
+                finally:
+                    self._names_off -= 1
                 self.exec_block(s.orelse)
                 return
         atom = "@" + var
@@ -959,7 +1020,8 @@ class Interp:
                     x, y = pa.const_value(), pb.const_value()
                     poly = Poly.const({ast.BitAnd: x & y, ast.BitOr: x | y, ast.BitXor: x ^ y}[o])
                 else:
-                    poly = self.terms.make("bits", (pa, pb), f"{fmt(pa)} {_opname(o)} {fmt(pb)}")
+                    poly = self.terms.make("bits", (pa, pb, _opname(o)),
+                                           f"{fmt(pa)} {_opname(o)} {fmt(pb)}")
         if o is ast.Div:
             kind = "data"
             poly = None
@@ -2344,6 +2406,30 @@ def _has_param(p: Poly | None, params: set[str]) -> bool:
     if p is None:
         return False
     return any(a in params for m in p.terms for a in m)
+
+
+def _bound_once(kernel: KernelInfo) -> dict[str, int]:
+    """How often each name is a target of an assignment in the kernel's text (an augmented
+    assignment counts twice: it rebinds a name bound before)."""
+    tree = kernel.tree
+    if tree is None:
+        return {}
+
+    def count() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for n in ast.walk(tree):
+            targets = []
+            if isinstance(n, ast.Assign):
+                targets = n.targets
+            elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For)):
+                targets = [n.target]
+            for t in targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Name):
+                        out[x.id] = out.get(x.id, 0) + (2 if isinstance(n, ast.AugAssign)
+                                                        else 1)
+        return out
+    return _cached(tree, "_ks_bound_once", count)
 
 
 def _opname(o) -> str:

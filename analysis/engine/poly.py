@@ -216,6 +216,9 @@ def fmt(p: Poly, names: Mapping[str, str] | None = None, limit: int | None = Non
             parts.append((c, body))
         else:
             parts.append((c, f"{body}*{abs(c)}"))
+    if parts and parts[0][0] < 0 and any(c > 0 for c, _ in parts):
+        # `num_pid_m - first_pid_m`, not `-first_pid_m + num_pid_m`
+        parts = [x for x in parts if x[0] > 0] + [x for x in parts if x[0] < 0]
     out = ""
     for i, (c, s) in enumerate(parts):
         if i == 0:

@@ -527,12 +527,15 @@ class SolverContext:
             if a[0] != "{":
                 continue
             d = self.terms.defs.get(a)
-            if not d or d[0] != "read":
+            if not d or d[0] not in ("read", "uf"):
                 continue
+            # a function an annotation names (`expert(s)`) is keyed ("uf", name): its value
+            # at the model's argument is part of the witness like a value read from memory
+            base = d[1][0] if d[0] == "read" else ("uf", d[1][0])
             try:
                 t = conv.opaque[a]
                 off_z = conv.poly(d[1][1])
-                reads[(d[1][0], m.eval(off_z, model_completion=True).as_long())] = \
+                reads[(base, m.eval(off_z, model_completion=True).as_long())] = \
                     m.eval(t, model_completion=True).as_long()
             except Exception:
                 pass

@@ -116,6 +116,12 @@ class Terms:
             if reads is None:
                 raise KeyError(a)
             return reads(args[0], self.evaluate(args[1], env, reads))
+        if op == "uf":
+            # an annotation's function: known only at the arguments a solver model fixed
+            # (SolverContext._model keys them ("uf", name))
+            if reads is None:
+                raise KeyError(a)
+            return reads(("uf", args[0]), self.evaluate(args[1], env, reads))
         vals = [self.evaluate(x, env, reads) for x in args if isinstance(x, Poly)]
         if op == "mod":
             return _tmod(vals[0], vals[1])
