@@ -150,3 +150,19 @@ def test_inferred_annotation_check_rejects_an_insertion_that_adds_a_finding():
     assert not _verify(BIAS_RELU, "bias_relu.py", Config(), line, bad, "bias_relu_kernel")
     # a comment adds nothing: the same findings, shifted by one line, are no new finding
     assert _verify(BIAS_RELU, "bias_relu.py", Config(), line, "    # note\n", "bias_relu_kernel")
+
+
+def test_benchmark_message_is_one_line_of_tier_statuses():
+    from kernelsight.server.features.commands import bench_summary
+
+    out = ["x.py::k on cpu (TRITON_INTERPRET=1)",
+           "  static       passed   no errors (0 other finding(s), 9 invariant(s) proved)",
+           "  compile      passed   cuda:90: 14 registers, 16 B shared, 4 warps, 1 stages",
+           "  correctness  passed   10 check(s) passed; max abs error 0.000235",
+           "  timing       skipped  timing skipped: no GPU on this machine",
+           "", "shape   dtype   time ms", "M=7 N=100  float16  -"]
+    msg = bench_summary("k", out)
+    assert "\n" not in msg
+    assert msg == ("Benchmark k: static passed, compile passed, correctness passed, "
+                   "timing skipped: no GPU on this machine")
+    assert bench_summary("k", ["garbage"]) == "Benchmark k: finished (see the output log)"

@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import sys
 import uuid
 
@@ -227,6 +228,26 @@ async def optimize(ls, uri: str, kernel: str) -> dict:
     return {"ok": True, "applied": bool(res and res.applied)}
 
 
+_TIER = re.compile(r"^\s+(static|compile|correctness|timing)\s+(\w+)\s*(.*)$")
+
+
+def bench_summary(kernel: str, lines: list[str]) -> str:
+    """One line for ``window/showMessage`` from ``kernelsight bench`` output: each tier's
+    status and the timing tier's detail (``static passed, compile passed, correctness passed,
+    timing skipped: no GPU on this machine``). A multi-line message made Neovim stop at a
+    hit-enter prompt and showed table rows without their header; the table is in the report."""
+    tiers = [m for m in (_TIER.match(x) for x in lines) if m]
+    if not tiers:
+        return f"Benchmark {kernel}: finished (see the output log)"
+    parts = [f"{m.group(1)} {m.group(2)}" for m in tiers]
+    timing = next((m for m in tiers if m.group(1) == "timing" and m.group(3)), None)
+    detail = ""
+    if timing is not None:
+        text = re.sub(r"^timing \w+:\s*", "", timing.group(3))
+        detail = ": " + (text if len(text) <= 80 else text[:79] + "…")
+    return f"Benchmark {kernel}: {', '.join(parts)}{detail}"
+
+
 async def benchmark(ls, uri: str, kernel: str) -> dict:
     reason = unavailable_reason("benchmark")
     if reason:
@@ -258,9 +279,8 @@ async def benchmark(ls, uri: str, kernel: str) -> dict:
         token, on_event, cwd=_workdir(ls, state.path))
     _progress_end(ls, token, status)
     if status == "ok":
-        tail = "\n".join(x for x in lines[-6:] if not x.startswith("{"))
         ls.window_show_message(t.ShowMessageParams(
-            type=t.MessageType.Info, message=f"Benchmark {kernel}:\n{tail}"))
+            type=t.MessageType.Info, message=bench_summary(kernel, lines)))
     elif status == "failed":
         ls.window_show_message(t.ShowMessageParams(
             type=t.MessageType.Error,

@@ -30,13 +30,17 @@ def hover_sections(ls, state, lines: list[str], line: int, col: int) -> list[str
     if directive is not None:
         sections.append(directive_markdown(*directive))
     h = _innermost(state.hovers(), line, col)
+    shown = ""
     if h is not None:
         sections.append(hover_markdown(h))
+        if h.counterexample is not None:
+            shown = h.counterexample.describe()
     findings = state.findings() or []
     for f in findings:
         if f.span.contains(line, col):
             cex = f.counterexample.describe() if f.counterexample is not None else ""
-            sections.append(code_markdown(f.code, f.message, cex))
+            # the value's section above already shows this witness
+            sections.append(code_markdown(f.code, f.message, "" if cex == shown else cex))
     if directive is None:
         found = dotted_at(src, col)
         if found is not None:

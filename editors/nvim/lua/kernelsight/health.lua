@@ -121,11 +121,16 @@ function M.check()
           vim.health.error(name .. ' is missing (a dependency of the server)')
         end
       end
+      local needs = {
+        triton = 'Optimize and Benchmark need it',
+        torch = 'Optimize and Benchmark need it',
+        litellm = 'Benchmark and the built-in tuner work; Optimize with an LLM needs it',
+      }
       for _, name in ipairs({ 'triton', 'torch', 'litellm' }) do
         if found[name] and found[name] ~= '-' then
           vim.health.ok(name .. ' ' .. found[name])
         else
-          vim.health.warn(name .. ' is not installed: diagnostics and hover work; Optimize and Benchmark need it',
+          vim.health.warn(name .. ' is not installed: diagnostics and hover work; ' .. needs[name],
             { 'python -m pip install "kernelsight[agent]"' })
         end
       end
