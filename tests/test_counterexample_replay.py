@@ -12,7 +12,8 @@ against the torch reference, whether a guard region past an allocation was writt
 * KS303: the program named writes the element, never reads the input element named, and the
   element differs from the torch reference.
 * KS304: the output differs from the torch reference (another expert's weights).
-* KS101 (engine core): the store lands in a NaN guard region past the output.
+* KS101 (engine core): the store lands in a NaN guard region past the output; also on plain
+  code whose mask bounds the columns by the row count (tensors inferred from the launch).
 * KS401 (engine core): the output differs from the torch reference.
 Bounds/overflow counterexamples at 2^31 elements are not replayed (too large for the CPU).
 """
@@ -289,6 +290,22 @@ def _jobs() -> tuple[list[dict], dict]:
          "queries": [{"kind": "guard_written", "name": "z"}]},
         lambda a: a[0] > 0)
 
+    # KS101 (plain code, inferred tensors): the column mask tested against n_rows lets the
+    # last program write past the end of y (the lane n_cols <= i < n_rows the
+    # counterexample names); x has finite values past its rows (read the same way), so the
+    # values written into y's NaN guard are finite
+    p = BUGS / "softmax_mask_wrong_bound.py"
+    c = _finding(p, "KS101")
+    rows, cols, block = c.sizes["n_rows"], c.sizes["n_cols"], c.sizes["BLOCK_SIZE"]
+    add({"id": "ks101_wrong_bound", "path": str(p), "mode": "kernel",
+         "kernel": "softmax_kernel", "grid": [rows],
+         "args": [{"t": "guard", "n": rows * cols, "guard": block, "name": "y"},
+                  {"t": "randn", "n": rows * cols + block},
+                  {"int": cols}, {"int": cols}, {"int": rows}, {"int": cols}],
+         "kwargs": {"BLOCK_SIZE": block},
+         "queries": [{"kind": "guard_written", "name": "y"}]},
+        lambda a: a[0] > 0)
+
     # KS401 (engine core): 0.0 padding under tl.max gives wrong values
     p = BUGS / "softmax_other_zero_max.py"
     c = _finding(p, "KS401")
@@ -325,7 +342,7 @@ def replays(tmp_path_factory):
 
 REPLAYS = ["ks301_floor", "ks301_swapped", "ks302_overlap", "ks303_matmul_k_loop_short",
            "ks303_softmax_block_too_small", "ks304_moe", "ks306_r13", "ks101_guard",
-           "ks401_softmax"]
+           "ks101_wrong_bound", "ks401_softmax"]
 
 
 @pytest.mark.parametrize("job_id", REPLAYS)

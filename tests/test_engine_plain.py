@@ -343,3 +343,98 @@ def test_mask_free_kernel_is_not_judged_against_a_size_it_never_compares():
     assert "#@ tensor X = x_ptr[rows: n_rows, cols: n_cols] strides(stride_x, 1)" in \
         inferred(body, "row_scale_kernel")
     assert not [f for f in analyse(body) if f.code == "KS101"]
+
+
+WRONG_BOUND = """
+    @triton.jit
+    def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                       BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK_SIZE)
+        mask = cols < BOUND
+        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+        x = x - tl.max(x, axis=0)
+        num = tl.exp(x)
+        den = tl.sum(num, axis=0)
+        tl.store(out_ptr + row * out_row_stride + cols, num / den, mask=mask)
+
+
+    def softmax(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        BLOCK_SIZE = triton.next_power_of_2(n_cols)
+        softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_rows, n_cols,
+                                  BLOCK_SIZE=BLOCK_SIZE)
+        return y
+    """
+
+
+def test_mask_against_the_size_of_the_other_dimension_is_ks101_with_the_meant_size():
+    # `cols < n_rows`: n_cols is never compared, but the mask bounds the column coordinate
+    # by the tensor's row count, so the column bound is checked and the lane past the row
+    # that n_rows > n_cols enables is reported
+    body = WRONG_BOUND.replace("BOUND", "n_rows")
+    assert "#@ tensor X = in_ptr[rows: n_rows, cols: n_cols] strides(in_row_stride, 1)" in \
+        inferred(body, "softmax_kernel")
+    found = [f for f in analyse(body) if f.code == "KS101"]
+    assert [f.span.line for f in found] == [line_of(body, "x = tl.load"),
+                                           line_of(body, "tl.store")], \
+        [(f.code, f.message) for f in found]
+    load = found[0]
+    cex = load.counterexample
+    assert cex.sizes["n_rows"] > cex.sizes["n_cols"]
+    lane = cex.element["i"]
+    assert cex.sizes["n_cols"] <= lane < min(cex.sizes["n_rows"], cex.sizes["BLOCK_SIZE"])
+    assert "by n_rows" in load.message
+    mask_line = line_of(body, "mask = cols < n_rows")
+    assert any(r.span.line == mask_line and "n_cols" in r.message for r in load.related)
+    fix = next(f for f in load.fixes if "n_cols" in f.title)
+    (edit,) = fix.edits
+    src = (HEAD + textwrap.dedent(body)).splitlines()[mask_line]
+    assert edit.span.line == mask_line and \
+        src[edit.span.col:edit.span.end_col] == "n_rows" and edit.new_text == "n_cols"
+    # the fix is the tutorial's mask: applied, no bounds finding is left
+    fixed = src[:edit.span.col] + edit.new_text + src[edit.span.end_col:]
+    assert not [f for f in analyse(body.replace(src.strip(), fixed.strip()))
+                if f.code.startswith("KS10")]
+
+
+def test_tutorial_softmax_bounding_cols_by_n_cols_is_clean():
+    assert not [f for f in analyse(WRONG_BOUND.replace("BOUND", "n_cols"))
+                if f.code.startswith("KS10")]
+
+
+def test_kernel_bounding_rows_by_n_rows_and_cols_by_n_cols_is_clean():
+    body = """
+        @triton.jit
+        def copy_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y,
+                        BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+            rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+            cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+            mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+            x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask)
+            tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], x, mask=mask)
+
+
+        def copy(x):
+            n_rows, n_cols = x.shape
+            y = torch.empty_like(x)
+            grid = (triton.cdiv(n_rows, 32), triton.cdiv(n_cols, 64))
+            copy_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
+                              BLOCK_R=32, BLOCK_C=64)
+            return y
+        """
+    assert any(l.startswith("#@ tensor X = x_ptr[") for l in inferred(body, "copy_kernel"))
+    assert not [f for f in analyse(body) if f.code.startswith("KS10")]
+    # and the axes swapped in the mask is the same bug class, reported on both accesses
+    swapped = body.replace("(rows[:, None] < n_rows) & (cols[None, :] < n_cols)",
+                           "(rows[:, None] < n_cols) & (cols[None, :] < n_rows)")
+    assert len([f for f in analyse(swapped) if f.code == "KS101"]) == 2
+
+
+def test_wrong_bound_is_not_reported_when_the_launcher_asserts_the_sizes_equal():
+    # a kernel for square inputs: `cols < n_rows` is the column bound by the host's own check
+    body = WRONG_BOUND.replace("BOUND", "n_rows").replace(
+        "n_rows, n_cols = x.shape", "n_rows, n_cols = x.shape\n        assert n_rows == n_cols")
+    assert "assert n_rows == n_cols" in body
+    assert not [f for f in analyse(body) if f.code.startswith("KS10")]
