@@ -16,7 +16,9 @@ programs run. This module turns that into the directives a user would have writt
 * ``#@ grid (cdiv(n, BLOCK),)`` when the launch grid is written literally and every name in it
   maps to a kernel argument (``triton.cdiv`` becomes ``cdiv``, host variables are traced one
   assignment back in the launching function, ``META['BLOCK']`` is ``BLOCK``).
-* ``#@ assume A == B`` for two size arguments that are the same host value.
+* ``#@ assume A == B`` for two size arguments that are the same host value, and
+  ``#@ assume n <= BLOCK`` for a constexpr the launcher sets to ``next_power_of_2`` of the size
+  it passes as ``n``.
 
 Only what is certain is emitted: a tensor with an unknown size or rank, or a grid with a name
 that is not a kernel argument, is left out (a wrong directive would produce false findings;
@@ -148,7 +150,8 @@ def _infer(parsed: ParsedFile, kernel: KernelInfo) -> Inferred:
         forms = _param_forms(bound, kernel)
         out.tensors = _tensors(kernel, bound, host)
         out.grid = _grid(launch, kernel, forms, host)
-        out.assumes = _same_sizes(bound, kernel)
+        out.assumes = _same_sizes(bound, kernel) + _power_of_two_blocks(bound, kernel, host,
+                                                                         forms)
     except (RecursionError, ValueError, TypeError, AttributeError):
         return Inferred(launch=launch)
     return out
@@ -226,6 +229,9 @@ class _HostScope:
     def __init__(self, parsed: ParsedFile, launch: LaunchSite):
         self.values: dict[str, ast.expr] = {}
         self.ranks: dict[str, set[int]] = {}
+        # names assigned in a branch or loop that does not also hold the launch: their last
+        # assignment need not be the value at the launch (`if B <= 4096: BLOCK = ...`)
+        self.conditional: set[str] = set()
         tree = module_tree(parsed)
         if tree is None:
             return
@@ -241,6 +247,7 @@ class _HostScope:
         for node in ast.walk(body):
             if isinstance(node, ast.Assign) and node.lineno - 1 <= launch.span.line:
                 assigns.append(node)
+        self.conditional = _conditional_names(body, launch.span.line)
         for node in sorted(assigns, key=lambda n: n.lineno):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -623,6 +630,76 @@ def _same_sizes(bound: dict, kernel: KernelInfo) -> list[str]:
             out.append(f"{seen[key]} == {p.name}")
         else:
             seen[key] = p.name
+    return out
+
+
+_BRANCHING = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match) \
+    if hasattr(ast, "Match") else (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try)
+
+
+def _conditional_names(body: ast.AST, launch_line: int) -> set[str]:
+    """Names assigned inside an ``if``/loop/``try`` of ``body`` that does not contain the
+    launch line (0-based): whether such an assignment ran is not known at the launch."""
+    out: set[str] = set()
+    stack: list[tuple[ast.AST, bool]] = [(body, False)]
+    while stack:
+        node, cond = stack.pop()
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and cond:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                out |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+        here = cond
+        if isinstance(node, _BRANCHING) and node is not body:
+            holds = node.lineno - 1 <= launch_line <= (node.end_lineno or node.lineno) - 1
+            here = cond or not holds
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                      ast.Lambda)):
+                stack.append((child, here))
+    return out
+
+
+_NEXT_POW2 = {"next_power_of_2", "next_pow2", "next_power_of_two"}
+
+
+def _power_of_two_blocks(bound: dict, kernel: KernelInfo, host: "_HostScope",
+                         forms: dict[str, str]) -> list[str]:
+    """``assume n <= BLOCK`` for a constexpr the launcher sets to ``triton.next_power_of_2``
+    of the value it also passes as the size argument ``n`` (the row softmax:
+    ``BLOCK_SIZE = triton.next_power_of_2(n_cols)``). A power of two at least ``n`` is what
+    makes one block cover a row; without the fact the engine's constexpr case (say 64) was
+    combined with any ``n``, and counterexamples such as ``n_cols=4096 BLOCK_SIZE=64``
+    described launches this launcher never makes."""
+    out: list[str] = []
+    for p in kernel.params:
+        arg = bound.get(p.name)
+        if arg is None or not p.is_constexpr or arg.expr.tree is None:
+            continue
+        call = arg.expr.tree
+        seen = 0
+        while isinstance(call, ast.Name) and call.id in host.values and seen < 8:
+            if call.id in host.conditional:
+                break
+            call = host.values[call.id]
+            seen += 1
+        if not (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords):
+            continue
+        fn = call.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(
+            fn, ast.Name) else ""
+        if name not in _NEXT_POW2:
+            continue
+        x = call.args[0]
+        texts = [_canon(x)]
+        if isinstance(x, ast.Name) and x.id in host.values:
+            texts.append(_canon(host.values[x.id]))
+        size = next((forms[t] for t in texts if t in forms), None)
+        if size is None or size == p.name:
+            continue
+        sp = next((q for q in kernel.params if q.name == size), None)
+        if sp is None or sp.is_constexpr:
+            continue
+        out.append(f"{size} <= {p.name}")
     return out
 
 

@@ -177,3 +177,38 @@ def test_code_action_inserts_the_lines_above_the_decorator_and_reanalysis_agrees
     assert parsed2.kernel("add_kernel").annotations.grid is not None
     assert annotation_fix(parsed2, parsed2.kernel("add_kernel")) is None  # nothing left
     assert "KS301" in {f.code for f in analyse(edited)}
+
+
+def test_next_power_of_two_block_is_assumed_to_cover_the_size_it_was_made_from():
+    assert infer(parse_file(SOFTMAX, "k.py"), parse_file(SOFTMAX, "k.py").kernel(
+        "softmax_kernel")).assumes == ["n_cols <= BLOCK"]
+    direct = SOFTMAX.replace("BLOCK=BLOCK)", "BLOCK=triton.next_power_of_2(x.shape[1]))")
+    parsed = parse_file(direct, "k.py")
+    assert infer(parsed, parsed.kernel("softmax_kernel")).assumes == ["n_cols <= BLOCK"]
+    # a block from anything else says nothing about n_cols
+    other = SOFTMAX.replace("triton.next_power_of_2(n_cols)", "triton.next_power_of_2(n_rows)")
+    parsed = parse_file(other, "k.py")
+    assert infer(parsed, parsed.kernel("softmax_kernel")).assumes == ["n_rows <= BLOCK"]
+    capped = SOFTMAX.replace("triton.next_power_of_2(n_cols)", "min(1024, n_cols)")
+    parsed = parse_file(capped, "k.py")
+    assert infer(parsed, parsed.kernel("softmax_kernel")).assumes == []
+
+
+def test_overflow_witness_respects_the_launchers_block_relation():
+    text = SOFTMAX.replace(".to(tl.int64)", "")
+    engine._CACHE.clear()
+    found = [f for f in analyze_source(text, "k.py", Config(kernel_budget_ms=60000))
+             .report.findings if f.code == "KS110"]
+    assert found, "row * x_row_stride is an int32 product"
+    for f in found:
+        sizes = f.counterexample.sizes
+        assert sizes["n_cols"] <= sizes["BLOCK"], sizes
+
+
+def test_block_set_by_next_power_of_two_only_on_a_branch_gives_no_relation():
+    text = SOFTMAX.replace("    BLOCK = triton.next_power_of_2(n_cols)\n",
+                           "    BLOCK = 1024\n    if n_cols <= 4096:\n"
+                           "        BLOCK = triton.next_power_of_2(n_cols)\n")
+    assert "if n_cols <= 4096" in text
+    parsed = parse_file(text, "k.py")
+    assert infer(parsed, parsed.kernel("softmax_kernel")).assumes == []
