@@ -221,9 +221,10 @@ async def test_inferred_annotations_are_offered_verified_and_check_cleanly(clien
     assert {"X", "grid"} <= {c.name for c in kernel.children}
 
 
-# The newcomer's Neovim kernel: the launcher sets BLOCK_N = triton.next_power_of_2(N), a
-# relation that the inferred `#@ tensor`/`#@ grid` directives cannot carry, so inserting them
-# made the engine report a false KS301 (Y[0, 64] never written for N = 65).
+# The newcomer's Neovim kernel: the launcher sets BLOCK_N = triton.next_power_of_2(N). Before
+# the inference carried that relation (`#@ assume N <= BLOCK_N`), inserting the inferred
+# `#@ tensor`/`#@ grid` directives made the engine report a false KS301 (Y[0, 64] never
+# written for N = 65); a block it cannot relate to N must still not be offered.
 BIAS_RELU = '''import torch
 import triton
 import triton.language as tl
@@ -249,17 +250,35 @@ def bias_relu(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 '''
 
 
-@pytest.mark.asyncio
-async def test_inferred_annotations_are_not_offered_when_they_add_a_finding(client):
-    uri = (EXAMPLES / "kernels" / "bias_relu_probe.py").as_uri()
-    open_doc(client, uri, BIAS_RELU)
+async def _actions_inside(client, uri: str, text: str) -> list:
     await wait_full(client, uri, 1)
     await eventually(lambda: client.diagnostics.get(uri) is not None, what="diagnostics")
     assert not [d for d in client.diagnostics[uri] if d.code == "KS301"]
-    inside = _pos(BIAS_RELU, "cols = tl.arange")
+    inside = _pos(text, "cols = tl.arange")
     actions = await client.text_document_code_action_async(t.CodeActionParams(
         text_document=t.TextDocumentIdentifier(uri), range=t.Range(start=inside, end=inside),
         context=t.CodeActionContext(diagnostics=[])))
-    titles = [a.title for a in actions or []]
+    return list(actions or [])
+
+
+@pytest.mark.asyncio
+async def test_inferred_annotations_are_not_offered_when_they_add_a_finding(client):
+    # a block the inference cannot relate to N (`max(16, ...)`): the inserted directives would
+    # let N exceed BLOCK_N, and the engine would report elements never written
+    text = BIAS_RELU.replace("BLOCK_N = triton.next_power_of_2(N)",
+                             "BLOCK_N = max(16, triton.next_power_of_2(N))")
+    uri = (EXAMPLES / "kernels" / "bias_relu_probe.py").as_uri()
+    open_doc(client, uri, text)
+    titles = [a.title for a in await _actions_inside(client, uri, text)]
     assert "Optimize this kernel (bias_relu_kernel)" in titles
     assert not [x for x in titles if x.startswith("Insert the annotations inferred")], titles
+
+
+@pytest.mark.asyncio
+async def test_inferred_annotations_carry_the_launchers_next_power_of_two_relation(client):
+    uri = (EXAMPLES / "kernels" / "bias_relu_probe2.py").as_uri()
+    open_doc(client, uri, BIAS_RELU)
+    actions = await _actions_inside(client, uri, BIAS_RELU)
+    [insert] = [a for a in actions if a.title.startswith("Insert the annotations inferred")]
+    new_text = "".join(e.new_text for e in insert.edit.changes[uri])
+    assert "#@ assume N <= BLOCK_N" in new_text
