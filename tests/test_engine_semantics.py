@@ -392,3 +392,26 @@ def test_counterexample_names_the_mask_as_written_when_its_formula_has_engine_te
     assert "`mask_a`" in note and "either(" not in note and "{" not in note
     plain = one(SUM, "KS403")
     assert plain.counterexample.notes == ["mask i < n is false for this lane"]
+
+
+def test_witness_names_the_program_that_reaches_a_program_independent_violation():
+    # the lane past K fails in any program, but only program 3 reaches the load: the
+    # program id completes the model under the guard instead of being left out
+    f = one("""
+        #@ tensor X = x_ptr[d: K]
+        @triton.jit
+        def k(x_ptr, y_ptr, K, BLOCK: tl.constexpr = 64):
+            pid = tl.program_id(0)
+            offs = tl.arange(0, BLOCK)
+            if pid == 3:
+                x = tl.load(x_ptr + offs, mask=offs < K + 1)
+                tl.store(y_ptr + offs, x)
+        """, "KS101")
+    assert f.counterexample.program_id == (3,)
+
+
+def test_witness_of_a_k_tail_in_every_program_names_a_program():
+    src = (Path(__file__).resolve().parents[1] / "examples" / "bugs" /
+           "matmul_mask_wrong_bound.py").read_text()
+    (f,) = [f for f in analyze_source(src, "m.py", CFG).report.findings if f.code == "KS101"]
+    assert f.counterexample.program_id is not None

@@ -110,6 +110,7 @@ class Interp:
         self._annot_base: dict | None = None
         self.params = [p.name for p in kernel.params]
         self.runtime_params: set[str] = set()
+        self.pid_axes: set[int] = set()  # the axes of the tl.program_id calls evaluated
         self.pointer_names = _cached(kernel.tree, "_ks_pointers", lambda: _pointer_names(kernel))
         self.helpers = {k.name: k for k in parsed.kernels}
         self.returned: V | None = None
@@ -1400,6 +1401,7 @@ class Interp:
             axis = self.concrete(a.get("axis"))
             if axis is None or axis not in (0, 1, 2):
                 return self.unk("program_id")
+            self.pid_axes.add(axis)
             return V("int", poly=Poly.atom(f"pid{axis}"), width=32, dtype="i32")
         if fn == "num_programs":
             a = self.args(node, ["axis"])

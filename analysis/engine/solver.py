@@ -9,6 +9,7 @@ are all settled by the cheap syntactic fast paths never load it.
 from __future__ import annotations
 
 import threading
+from functools import partial
 import weakref
 
 from dataclasses import dataclass, field
@@ -68,6 +69,8 @@ class Result:
     model: dict[str, int] = field(default_factory=dict)
     reads: dict[tuple, int] = field(default_factory=dict)
     method: str = "smt"  # "enumeration" when a concrete sample found the violation
+    # () -> {pid atom: value} or None: program ids completing the model (see query)
+    refine: Any = field(default=None, compare=False, repr=False)
 
 
 class SolverContext:
@@ -134,6 +137,41 @@ class SolverContext:
     def query(self, conds: list, dom: Domain, small_first: bool = True,
               extra_atoms: Iterable[str] = ()) -> Result:
         """Find atom values satisfying every BoolExpr in ``conds`` within ``dom``.
+
+        A ``sat`` answer whose model names no program id although the unsliced question
+        mentions one (a K-tail lane fails in every program) carries ``refine``: called when
+        a finding's counterexample is built, it returns program ids that complete the same
+        model (its other values pinned), so the witness names a program as promised.
+        """
+        res = self._query_cached(conds, dom, small_first, extra_atoms)
+        if res.status == "sat" and res.refine is None and \
+                not any(a.startswith("pid") for a in res.model):
+            pids = sorted({a for e in list(conds) + list(dom.guards) for p in b_polys(e)
+                           for a in self.terms.deep_atoms(p)
+                           if a.startswith("pid") and a[3:].isdigit()})
+            if pids:
+                res.refine = partial(self._program_ids, list(conds), dom, res, pids)
+        return res
+
+    def _program_ids(self, conds: list, dom: Domain, res: Result, pids: list) -> dict | None:
+        """Program ids that extend ``res``'s model to the whole question ``conds``."""
+        from .values import b_and, cmp
+        pinned = [cmp("==", Poly.atom(a), Poly.const(int(v)))
+                  for a, v in sorted(res.model.items()) if not a.startswith("pid")]
+        goal = b_and(conds[-1], *[cmp(">=", Poly.atom(p), Poly.const(0)) for p in pids])
+        try:
+            again = self._query_cached(pinned + list(conds[:-1]) + [goal], dom, True, ())
+        except Exception:
+            return None
+        if again.status != "sat":
+            return None
+        # the program ids and whatever sizes they needed (the pinned values are unchanged)
+        got = {a: v for a, v in again.model.items() if a not in res.model}
+        return got if any(a in got for a in pids) else None
+
+    def _query_cached(self, conds: list, dom: Domain, small_first: bool,
+                      extra_atoms: Iterable[str]) -> Result:
+        """:meth:`query` without the program-id refinement.
 
         Conjuncts of ``conds`` and guards that share no atom (transitively) with the last
         condition (the violation) are dropped: they cannot change its satisfiability unless
