@@ -164,5 +164,9 @@ def test_benchmark_message_is_one_line_of_tier_statuses():
     msg = bench_summary("k", out)
     assert "\n" not in msg
     assert msg == ("Benchmark k: static passed, compile passed, correctness passed, "
-                   "timing skipped: no GPU on this machine")
+                   "timing skipped (no GPU on this machine)")
+    long = bench_summary("softmax_kernel", out[:4] + [
+        "  timing       skipped  timing skipped: no GPU on this machine (static, compile and "
+        "interpreter correctness ran)"])
+    assert len(long) <= 120, long
     assert bench_summary("k", ["garbage"]) == "Benchmark k: finished (see the output log)"

@@ -243,8 +243,9 @@ def bench_summary(kernel: str, lines: list[str]) -> str:
     timing = next((m for m in tiers if m.group(1) == "timing" and m.group(3)), None)
     detail = ""
     if timing is not None:
-        text = re.sub(r"^timing \w+:\s*", "", timing.group(3))
-        detail = ": " + (text if len(text) <= 80 else text[:79] + "…")
+        # short enough for one row of a 140-column editor: Neovim asks for Enter otherwise
+        text = re.sub(r"^timing \w+:\s*", "", timing.group(3)).split(" (")[0]
+        detail = " (" + (text if len(text) <= 40 else text[:39] + "…") + ")"
     return f"Benchmark {kernel}: {', '.join(parts)}{detail}"
 
 
