@@ -74,16 +74,17 @@ def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
     sizes (runtime parameters in the model + this case's constexprs) and named values (Polys
     are evaluated under the model)."""
     m = res.model
+    refined = None
     if getattr(res, "refine", None) is not None and not any(a.startswith("pid") for a in m):
-        extra = res.refine()
-        if extra:
-            m = {**m, **extra}
+        refined = res.refine()
+        if refined:
+            m = {**m, **refined}
     names = atom_names(it)
     axes = [a for a in range(3) if f"pid{a}" in m]
     pid = None
     if axes:
         pid = tuple(m.get(f"pid{a}", 0) for a in range(max(axes) + 1))
-    elif getattr(it, "pid_axes", None):
+    elif refined == {} and getattr(it, "pid_axes", None):
         # the question never mentioned a program id (nor did the guards of the access): every
         # program fails the same way, so the first one is a witness
         pid = (0,) * (max(it.pid_axes) + 1)

@@ -9,6 +9,7 @@ are all settled by the cheap syntactic fast paths never load it.
 from __future__ import annotations
 
 import threading
+import time
 from functools import partial
 import weakref
 
@@ -32,6 +33,10 @@ RLIMIT_PER_MS = 10_000
 # The wall-clock timeout of a query is this many times its time limit (see _query).
 WALL_GUARD = 1
 HARD_DIVISOR = 2
+# Naming the program of a program-independent witness (SolverContext._program_ids) is done by
+# concrete samples only, at most this much CPU per context: a z3 query per finding for it
+# raised the corpus p95 by about 10 ms (benchmarks/bench_analysis.py).
+REFINE_BUDGET_S = 0.01
 # Bounds tried first when a violation exists, so that counterexamples use readable sizes.
 SMALL = {"param": 4096, "pid": 64, "iter": 16}
 
@@ -73,6 +78,13 @@ class Result:
     refine: Any = field(default=None, compare=False, repr=False)
 
 
+def _refine(ctx_ref, conds: tuple, dom: "Domain", res_ref) -> dict | None:
+    ctx, res = ctx_ref(), res_ref()
+    if ctx is None or res is None:
+        return None
+    return ctx._program_ids(conds, dom, res)
+
+
 class SolverContext:
     """Per-kernel-case solver: atom kinds, constexpr values, assumptions, grid bounds.
 
@@ -109,6 +121,7 @@ class SolverContext:
         self.shared_with: list = []  # contexts of earlier cases of the same kernel
         self._cache: dict[Any, Result] = {}
         self._assume_lanes: bool | None = None  # do assumptions mention index variables
+        self.refine_seconds = 0.0  # CPU spent naming programs of witnesses (_program_ids)
 
     # -- public ---------------------------------------------------------------------------
     def release(self) -> None:
@@ -144,30 +157,75 @@ class SolverContext:
         model (its other values pinned), so the witness names a program as promised.
         """
         res = self._query_cached(conds, dom, small_first, extra_atoms)
-        if res.status == "sat" and res.refine is None and \
-                not any(a.startswith("pid") for a in res.model):
-            pids = sorted({a for e in list(conds) + list(dom.guards) for p in b_polys(e)
-                           for a in self.terms.deep_atoms(p)
-                           if a.startswith("pid") and a[3:].isdigit()})
-            if pids:
-                res.refine = partial(self._program_ids, list(conds), dom, res, pids)
+        if res.status == "sat" and res.refine is None:
+            # only a finding's counterexample calls it: nothing is computed here (most sat
+            # answers are internal questions, and this runs for every one of them)
+            # a weak reference: the context caches its results, and a result holding the
+            # context would make every context garbage for the cyclic collector only (a
+            # larger heap and longer collections, +20% per kernel on the corpus benchmark)
+            res.refine = partial(_refine, weakref.ref(self), tuple(conds), dom, weakref.ref(res))
         return res
 
-    def _program_ids(self, conds: list, dom: Domain, res: Result, pids: list) -> dict | None:
-        """Program ids that extend ``res``'s model to the whole question ``conds``."""
-        from .values import b_and, cmp
-        pinned = [cmp("==", Poly.atom(a), Poly.const(int(v)))
-                  for a, v in sorted(res.model.items()) if not a.startswith("pid")]
-        goal = b_and(conds[-1], *[cmp(">=", Poly.atom(p), Poly.const(0)) for p in pids])
+    def _program_ids(self, conds: tuple, dom: Domain, res: Result) -> dict | None:
+        """Program ids that extend ``res``'s model to the whole question ``conds``: ``{}``
+        when the question names no program id (every program fails alike), None when no
+        concrete sample found them (the witness then names no program)."""
+        if any(a.startswith("pid") for a in res.model):
+            return None
+        pids = sorted({a for e in list(conds) + list(dom.guards) for p in b_polys(e)
+                       for a in self.terms.deep_atoms(p)
+                       if a.startswith("pid") and a[3:].isdigit()})
+        if not pids:
+            return {}
+        if self.refine_seconds > REFINE_BUDGET_S:
+            return None
+        t0 = time.thread_time()
         try:
-            again = self._query_cached(pinned + list(conds[:-1]) + [goal], dom, True, ())
-        except Exception:
+            got = self._program_ids_by_sampling(conds, dom, res.model, pids)
+        finally:
+            self.refine_seconds += time.thread_time() - t0
+        return got
+
+    def _program_ids_by_sampling(self, conds: tuple, dom: Domain, model: dict,
+                                 pids: list) -> dict | None:
+        """Concrete program ids (and values for sizes the model left open) under which every
+        condition, guard and assumption holds with ``model``'s values kept: the usual
+        witnesses (program 0 with large enough sizes, the program a guard names) without a
+        z3 query. None when no candidate fits or a term cannot be evaluated."""
+        from itertools import product
+
+        from .values import b_eval
+        checks = list(conds) + list(dom.guards) + list(self.assumptions)
+        free: set[str] = set()
+        for e in checks:
+            for p in b_polys(e):
+                free |= {a for a in self.terms.deep_atoms(p) if a not in model and
+                         a not in self.consts and a[0] not in "{?"}
+        free -= set(pids)
+        if any(a[0] not in "%@" and a not in self.params for a in free):
             return None
-        if again.status != "sat":
-            return None
-        # the program ids and whatever sizes they needed (the pinned values are unchanged)
-        got = {a: v for a, v in again.model.items() if a not in res.model}
-        return got if any(a in got for a in pids) else None
+        pid_values = [0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64]
+        pools = {a: ([0, 1] if a[0] in "%@" else [4096, 64, 17, 2, 1, 100_000])
+                 for a in sorted(free)}
+        combos = [dict(zip(pids, vs)) for vs in
+                  product(pid_values, repeat=len(pids))][:200]
+        sizes = [{a: v[min(i, len(v) - 1)] for a, v in pools.items()} for i in range(6)]
+        for pid_env in combos:
+            for size_env in sizes:
+                env = {**model, **pid_env, **size_env}
+                look = lambda a: env[a] if a in env else int(self.consts.get(a, 0))
+                ev = lambda q: self.terms.evaluate(q, look)
+                try:
+                    if not all(b_eval(c, ev) is True for c in checks):
+                        continue
+                    if any(bound is not None and f"pid{axis}" in env and
+                           not env[f"pid{axis}"] < ev(bound)
+                           for axis, bound in self.pid_bounds.items()):
+                        continue
+                except (KeyError, ZeroDivisionError, OverflowError, ValueError, TypeError):
+                    return None
+                return {**pid_env, **{a: v for a, v in size_env.items() if a[0] not in "%@"}}
+        return None
 
     def _query_cached(self, conds: list, dom: Domain, small_first: bool,
                       extra_atoms: Iterable[str]) -> Result:
