@@ -127,7 +127,7 @@ def run(ctx) -> StageResult:
     import torch
     from triton.testing import do_bench
 
-    from .correctness import _reference, compare, tolerance_for
+    from .correctness import compare, tolerance_for
 
     if ctx.device != "cuda" or not torch.cuda.is_available():
         return StageResult(stage="timing", ok=True, status="skipped",

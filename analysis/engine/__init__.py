@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from ..codes import CODES
 from ..config import Config
 from ..kernel import KernelInfo, ParsedFile
-from ..model import Finding, HoverInfo, InvariantTally, Severity
+from ..model import Finding, HoverInfo, InvariantTally
 from .interp import Budget, Interp
 from .poly import Poly
 from .report import Reporter
 from .solver import SolverContext
-from .values import TRUE, b_not, b_or
+from .values import b_not, b_or
 
 MAX_CASES = 3
 # Benchmarks switch the grid-level checks off to time the per-program core separately.
@@ -243,8 +243,8 @@ def _literal(tree: ast.expr):
 def _walk_stmts(body):
     for st in body:
         yield st
-        for field in ("body", "orelse"):
-            sub = getattr(st, field, None)
+        for part in ("body", "orelse"):
+            sub = getattr(st, part, None)
             if isinstance(sub, list):
                 yield from _walk_stmts(sub)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from ..model import Span
 from .poly import Poly
-from .solver import Domain, Loop
-from .values import Pad, Risk, V
+from .solver import Domain
+from .values import V
 
 
 @dataclass

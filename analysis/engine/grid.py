@@ -45,7 +45,7 @@ from ..kernel import ComputesDecl, KernelInfo, ParsedFile
 from ..model import Counterexample, Related, Span
 from .access import Access
 from .interp import Interp
-from .poly import ONE, Poly, fmt
+from .poly import ONE, Poly
 from .render import atom_names, element_of, show
 from .report import Reporter, counterexample, related_chain
 from .solver import Domain, SolverContext

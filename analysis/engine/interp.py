@@ -21,7 +21,7 @@ from .access import Access, Carried, Obligation, WhereUse
 from .poly import ONE, ZERO, Poly, fmt
 from .solver import Loop
 from .values import (FALSE, FINITE, TRUE, UNDEF, UNKNOWN, Pad, Risk, Tag, Terms, V, b_and,
-                     b_fmt, b_map, b_not, b_or, cmp, conjuncts, int_const, pad_apply,
+                     b_map, b_not, b_or, cmp, conjuncts, int_const, pad_apply,
                      pad_unary, unknown)
 
 

@@ -14,7 +14,7 @@ from ..model import (Counterexample, Finding, Fix, InvariantTally, Related, Seve
 from .interp import Interp, _src
 from .poly import Poly
 from .render import atom_names, element_of
-from .solver import Result, SolverContext
+from .solver import Result
 
 
 class Reporter:

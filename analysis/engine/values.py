@@ -9,10 +9,10 @@ are expressed over the tile index variables ``%0``, ``%1``, ... of the value's o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .poly import ONE, ZERO, Poly, fmt
+from .poly import ZERO, Poly, fmt
 
 # ----------------------------------------------------------------------------------------
 # Opaque terms: x % m, x // m, min/max, shifts, reads from memory.
