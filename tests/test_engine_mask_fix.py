@@ -9,6 +9,8 @@ from pathlib import Path
 from kernelsight.analysis import analyze_source, engine
 from kernelsight.analysis.config import Config
 
+from fix_edits import apply_fix
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = Config(kernel_budget_ms=60000, solver_timeout_ms=5000)
 HEAD = "import triton\nimport triton.language as tl\n\n\n"
@@ -19,24 +21,12 @@ def findings(text: str):
     return analyze_source(text, "k.py", CONFIG).report.findings
 
 
-def apply(text: str, fix) -> str:
-    rows = text.split("\n")
-    offsets = [0]
-    for r in rows:
-        offsets.append(offsets[-1] + len(r) + 1)
-    for e in sorted(fix.edits, key=lambda e: (e.span.line, e.span.col), reverse=True):
-        a = offsets[e.span.line] + e.span.col
-        b = offsets[e.span.end_line] + e.span.end_col
-        text = text[:a] + e.new_text + text[b:]
-    return text
-
-
 def test_readme_examples_get_the_inline_mask_fix_and_the_fixed_file_is_clean():
     for name, code in (("quickstart_scale_inplace.py", "KS103"), ("quickstart_scale.py", "KS101")):
         text = (ROOT / "examples" / "bugs" / name).read_text()
         (f,) = [f for f in findings(text) if f.code == code]
         assert f.fixes and f.fixes[0].title == "Apply the mask `offs < n`", name
-        fixed = apply(text, f.fixes[0])
+        fixed = apply_fix(text, f.fixes[0])
         assert "mask=offs < n)" in fixed.split("\n")[f.span.line]
         assert [g.code for g in findings(fixed) if g.code.startswith("KS1")] == [], name
 

@@ -11,6 +11,8 @@ from kernelsight.analysis.frontend import parse_file
 from kernelsight.analysis.infer import (annotation_fix, infer, infer_annotations,
                                         with_inferred_annotations)
 
+from fix_edits import apply_fix
+
 HEAD = "import torch\nimport triton\nimport triton.language as tl\n\n"
 
 SOFTMAX = HEAD + textwrap.dedent("""
@@ -152,24 +154,12 @@ def test_inserted_lines_turn_on_coverage_for_a_floor_divided_grid():
     assert "KS301" in codes and "KS305" in codes
 
 
-def apply(text: str, fix) -> str:
-    rows = text.split("\n")
-    offsets = [0]
-    for r in rows:
-        offsets.append(offsets[-1] + len(r) + 1)
-    for e in sorted(fix.edits, key=lambda e: (e.span.line, e.span.col), reverse=True):
-        a = offsets[e.span.line] + e.span.col
-        b = offsets[e.span.end_line] + e.span.end_col
-        text = text[:a] + e.new_text + text[b:]
-    return text
-
-
 def test_code_action_inserts_the_lines_above_the_decorator_and_reanalysis_agrees():
     text = VECTOR.replace("{launch}", "add_kernel[(n // BLOCK,)](x, y, z, n, BLOCK=BLOCK)")
     parsed = parse_file(text, "k.py")
     fix = annotation_fix(parsed, parsed.kernel("add_kernel"))
     assert fix is not None and "launch site" in fix.title
-    edited = apply(text, fix)
+    edited = apply_fix(text, fix)
     rows = edited.split("\n")
     at = rows.index("@triton.jit")
     assert rows[at - 1] == "#@ grid (n // BLOCK,)" and rows[at - 3].startswith("#@ tensor X")

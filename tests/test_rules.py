@@ -14,6 +14,7 @@ from kernelsight.analysis.config import Config
 from kernelsight.analysis.model import Span
 
 from bug_markers import bug_files, expected_findings
+from fix_edits import apply_fix
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = Config(fast_only=True)
@@ -29,19 +30,6 @@ def findings(src: str, code_prefix: str = "KS5"):
 def codes(src: str) -> list[tuple[str, int]]:
     fs, _ = findings(src)
     return [(f.code, f.span.line) for f in fs]
-
-
-def apply_fix(text: str, fix) -> str:
-    lines = text.split("\n")
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line) + 1)
-    edits = sorted(fix.edits, key=lambda e: (e.span.line, e.span.col), reverse=True)
-    for e in edits:
-        start = offsets[e.span.line] + e.span.col
-        end = offsets[e.span.end_line] + e.span.end_col
-        text = text[:start] + e.new_text + text[end:]
-    return text
 
 
 # --- KS501 -----------------------------------------------------------------------------------
