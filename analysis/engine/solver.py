@@ -202,11 +202,16 @@ class SolverContext:
                 free |= {a for a in self.terms.deep_atoms(p) if a not in model and
                          a not in self.consts and a[0] not in "{?"}
         free -= set(pids)
-        if any(a[0] not in "%@" and a not in self.params for a in free):
-            return None
+
+        def pool(a: str) -> list[int]:
+            if a[0] in "%@":
+                return [0]  # what the counterexample shows for an index or loop it leaves out
+            if a in self.params:
+                return [4096, 64, 17, 2, 1, 100_000]
+            return [64, 8, 16, 4, 128, 1]  # a constexpr without a value in this case: a block
+
         pid_values = [0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64]
-        pools = {a: ([0, 1] if a[0] in "%@" else [4096, 64, 17, 2, 1, 100_000])
-                 for a in sorted(free)}
+        pools = {a: pool(a) for a in sorted(free)}
         combos = [dict(zip(pids, vs)) for vs in
                   product(pid_values, repeat=len(pids))][:200]
         sizes = [{a: v[min(i, len(v) - 1)] for a, v in pools.items()} for i in range(6)]
