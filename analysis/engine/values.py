@@ -31,7 +31,6 @@ class Terms:
         self._subst_cache: dict[tuple, str] = {}
         # per opaque atom, what its arguments contribute to index_vars / deep_atoms (a
         # definition never changes once made, so neither do these)
-        self._ivars_inside: dict[str, frozenset] = {}
         self._atoms_inside: dict[str, frozenset] = {}
 
     def make(self, op: str, args: tuple, label: str | None = None) -> Poly:
@@ -69,22 +68,7 @@ class Terms:
 
     def index_vars(self, p: Poly) -> set[int]:
         """Index variables of ``p``, looking inside opaque terms."""
-        out: set[int] = set()
-        for a in p.atoms():
-            if a[0] == "%":
-                out.add(int(a[1:]))
-            elif a[0] == "{":
-                inside = self._ivars_inside.get(a)
-                if inside is None:
-                    inner: set[int] = set()
-                    for arg in self.defs.get(a, ("", ()))[1]:
-                        if isinstance(arg, Poly):
-                            inner |= self.index_vars(arg)
-                    inside = frozenset(inner)
-                    if a in self.defs:
-                        self._ivars_inside[a] = inside
-                out |= inside
-        return out
+        return {int(a[1:]) for a in self.deep_atoms(p) if a[0] == "%" and a[1:].isdigit()}
 
     def deep_atoms(self, p: Poly) -> set[str]:
         out: set[str] = set()
