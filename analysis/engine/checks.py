@@ -16,7 +16,8 @@ from .access import Access
 from .interp import Interp, _src
 from .poly import ZERO, Poly, fmt
 from .render import MESSAGE_TERMS, atom_names, dot_index_name, elide, mask_text, show
-from .report import Reporter, counterexample, insert_kwarg_fix, related_chain, replace_fix
+from .report import (Reporter, counterexample, enclosing_blocks, insert_kwarg_fix,
+                     related_chain, replace_fix)
 from .solver import INT32_MAX, Domain, Result, SolverContext
 from .values import (FINITE, POSITIVE, TRUE, UNDEF, b_and, b_not, b_or, cmp,
                      conjuncts, pad_value_ok)
@@ -672,13 +673,9 @@ def copyable_mask(it: Interp, node: ast.expr, at_line: int) -> str | None:
     ``at_line`` (0-based) means the same lanes there: every name in it is a parameter or is
     bound once, outside any loop, before that line, and it calls nothing that reads memory.
     None otherwise (a name rebound in between, `offs += BLOCK` in a loop, a loaded value)."""
-    loop_lines = []
-    loop_targets: set[str] = set()
-    for n in ast.walk(it.kernel.tree):
-        if isinstance(n, (ast.For, ast.While)):
-            loop_lines.append((n.lineno - 1, (n.end_lineno or n.lineno) - 1))
-            if isinstance(n, ast.For):
-                loop_targets |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+    blocks = enclosing_blocks(it)
+    loop_targets = {t.id for n in ast.walk(it.kernel.tree) if isinstance(n, ast.For)
+                    for t in ast.walk(n.target) if isinstance(t, ast.Name)}
     for n in ast.walk(node):
         if isinstance(n, ast.Call):
             fn = _src(it.parsed, n.func)
@@ -692,8 +689,8 @@ def copyable_mask(it: Interp, node: ast.expr, at_line: int) -> str | None:
         if len(binds) > 1:
             return None
         for stmt in binds:
-            line = stmt.lineno - 1
-            if line >= at_line or any(lo <= line <= hi for lo, hi in loop_lines):
+            if stmt.lineno - 1 >= at_line or \
+                    any(kind == "loop" for kind, _, _ in blocks.get(id(stmt), [])):
                 return None
     text = " ".join(_src(it.parsed, node).split())
     return text or None

@@ -148,7 +148,7 @@ def counterexample(res: Result, it: Interp, shape: tuple, loops: list,
                           notes=list(notes or []))
 
 
-def _blocks(it: Interp) -> dict[int, list[tuple[str, int, int]]]:
+def enclosing_blocks(it: Interp) -> dict[int, list[tuple[str, int, int]]]:
     """Per statement id, the ``if``/``for``/``while`` blocks around it as (kind, first line,
     last line), 0-based; cached on the kernel's tree."""
     tree = it.kernel.tree
@@ -181,7 +181,7 @@ def _reaching(it: Interp, stmts: list, line: int) -> list:
     loop's). Only the related lines depend on this, never a finding."""
     if it.kernel.tree is None or len(stmts) < 2:
         return stmts
-    blocks = _blocks(it)
+    blocks = enclosing_blocks(it)
 
     def encloses(b) -> bool:
         return b[1] <= line <= b[2]
